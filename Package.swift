@@ -1,0 +1,69 @@
+// swift-tools-version:6.0
+// cloudsync: keeps a person's music from cloud storage ready to play offline.
+import PackageDescription
+
+let package = Package(
+    name: "cloudsync",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "cloudsync", targets: ["cloudsync"]),
+    ],
+    targets: [
+        /// libcurl, with non-variadic shims for curl_easy_setopt / curl_easy_getinfo.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        /// SQLite 3, the index of the cache.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        /// OpenSSL libcrypto: EVP digests (MD5, SHA-1, SHA-256).
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+
+        /// Value types and protocols shared by every layer; Foundation only.
+        .target(name: "CloudSyncCore"),
+        /// TOML 1.0 parser and the typed configuration, with errors at file:line:column.
+        .target(name: "CloudSyncConfig", dependencies: ["CloudSyncCore"]),
+        /// HTTP transport on libcurl, ranged downloads, redirects, pacer, digests, OAuth refresh.
+        .target(name: "CloudSyncHTTP", dependencies: ["CloudSyncCore", "CCurl", "CCrypto"]),
+        /// The shared on-disk cache: sparse partial files, SQLite range index, eviction, locks.
+        .target(name: "CloudSyncCache", dependencies: ["CloudSyncCore", "CSQLite"]),
+
+        /// Dropbox API v2 adapter.
+        .target(name: "Dropbox", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/Dropbox"),
+        /// Google Drive API v3 adapter.
+        .target(name: "GoogleDrive", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/GoogleDrive"),
+        /// Microsoft Graph (OneDrive personal and business) adapter.
+        .target(name: "OneDrive", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/OneDrive"),
+        /// Yandex.Disk REST API adapter.
+        .target(name: "YandexDisk", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/YandexDisk"),
+        /// Generic WebDAV (RFC 4918) adapter.
+        .target(name: "WebDAV", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/WebDAV"),
+
+        /// Sync: listing → plan → fetch → verify → promote; scheduler and range fetcher.
+        .target(name: "CloudSyncEngine", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncCache"]),
+        /// Loopback HTTP/1.1 server for players: Range from the cache, holes filled by the engine.
+        .target(name: "CloudSyncServer", dependencies: ["CloudSyncCore", "CloudSyncCache", "CloudSyncEngine"]),
+        /// Command-line parsing, wiring of config to providers, output; one call per command.
+        .target(name: "CloudSyncCommands", dependencies: [
+            "CloudSyncCore", "CloudSyncConfig", "CloudSyncHTTP", "CloudSyncCache", "CloudSyncEngine",
+            "CloudSyncServer", "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV",
+        ]),
+        /// The `cloudsync` executable: a few lines that call CloudSyncCommands.
+        .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCommands"]),
+
+        /// Shared test support: fake servers, temporary directories, process helpers.
+        .target(name: "TestSupport", dependencies: ["CloudSyncCore"], path: "Tests/TestSupport"),
+        .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "TestSupport"],
+                    resources: [.copy("toml-test")]),
+        .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
+        .testTarget(name: "CloudSyncCacheTests", dependencies: ["CloudSyncCache", "TestSupport"]),
+        .testTarget(name: "ProviderTests", dependencies: [
+            "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV", "CloudSyncHTTP", "TestSupport",
+        ]),
+        .testTarget(name: "CloudSyncEngineTests", dependencies: [
+            "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
+        ]),
+        .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

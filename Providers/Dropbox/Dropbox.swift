@@ -1,0 +1,1 @@
+// The Dropbox provider; see docs/ARCHITECTURE.md.

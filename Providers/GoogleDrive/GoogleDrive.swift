@@ -1,0 +1,1 @@
+// The GoogleDrive provider; see docs/ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+// The OneDrive provider; see docs/ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+// The WebDAV provider; see docs/ARCHITECTURE.md.

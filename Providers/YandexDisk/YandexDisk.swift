@@ -1,0 +1,1 @@
+// The YandexDisk provider; see docs/ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+// The CloudSyncCache target; see docs/ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+// The CloudSyncConfig target; see docs/ARCHITECTURE.md.

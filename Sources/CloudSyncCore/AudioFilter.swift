@@ -1,0 +1,24 @@
+/// Decides which remote files are audio: by extension (case-insensitive) or an `audio/*` MIME type.
+public struct AudioFilter: Sendable, Hashable {
+    public static let defaultExtensions: [String] = [
+        "mp3", "flac", "m4a", "aac", "ogg", "oga", "opus", "wav", "aiff", "aif", "alac", "ape", "wv", "wma",
+        "mka", "dsf", "dff", "mpc",
+    ]
+
+    public let extensions: Set<String>
+
+    public init(extensions: [String] = AudioFilter.defaultExtensions) {
+        self.extensions = Set(extensions.map { $0.lowercased().trimmingPrefixDot() })
+    }
+
+    /// Whether a file named `name` (the last path component or a whole path) with `mimeType` is audio.
+    public func isAudio(name: String, mimeType: String? = nil) -> Bool {
+        if let mime = mimeType?.lowercased(), mime.hasPrefix("audio/") { return true }
+        guard let dot = name.lastIndex(of: "."), !name[dot...].contains("/") else { return false }
+        return extensions.contains(name[name.index(after: dot)...].lowercased())
+    }
+}
+
+extension String {
+    fileprivate func trimmingPrefixDot() -> String { hasPrefix(".") ? String(dropFirst()) : self }
+}

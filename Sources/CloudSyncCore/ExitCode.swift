@@ -1,0 +1,45 @@
+/// Process exit codes, the one place they are defined. README lists them.
+public enum ExitCode: Int32, Sendable, CaseIterable {
+    case ok = 0
+    /// Some items failed; the rest completed.
+    case partialFailure = 1
+    case usage = 2
+    case config = 3
+    /// Authentication needed or refused.
+    case auth = 4
+    /// A remote stayed unavailable after retries.
+    case unavailable = 5
+    /// Local I/O error, e.g. disk full.
+    case ioError = 74
+    /// Another run holds the lock.
+    case locked = 75
+
+    public var meaning: String {
+        switch self {
+        case .ok: "success: everything asked for is done"
+        case .partialFailure: "some files failed; the others completed"
+        case .usage: "usage error: unknown command, flag or value"
+        case .config: "configuration error"
+        case .auth: "authentication needed or refused: run `cloudsync login NAME`"
+        case .unavailable: "remote unavailable after retries (network, server errors, rate limits)"
+        case .ioError: "local I/O error, e.g. disk full or permission denied"
+        case .locked: "another cloudsync run holds the lock for this remote"
+        }
+    }
+}
+
+/// An error that knows which exit code it maps to.
+public protocol ExitCodeProviding: Error {
+    var exitCode: ExitCode { get }
+}
+
+extension ProviderError: ExitCodeProviding {
+    public var exitCode: ExitCode {
+        switch code {
+        case .unauthorized, .tokenExpired: .auth
+        case .configuration: .config
+        case .rateLimited, .transient, .linkExpired, .invalidResponse: .unavailable
+        case .notFound, .quotaExceeded, .forbidden, .cursorReset: .partialFailure
+        }
+    }
+}

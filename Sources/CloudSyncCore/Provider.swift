@@ -1,0 +1,95 @@
+import Foundation
+
+/// A deletion reported by a provider's change feed.
+public enum RemoteDeletion: Sendable, Hashable {
+    /// The file at this path, or every file under it when it names a folder (path relative to the root).
+    case path(String)
+    /// The item with this provider id (a file, or a folder: then everything under it).
+    case providerID(String)
+}
+
+/// Whether a listing enumerates everything or only what changed since a cursor.
+public enum ListingKind: Sendable, Hashable {
+    /// Every audio file under the root: files not listed no longer exist.
+    case full
+    /// Only changes since the cursor: files not mentioned are unchanged.
+    case changes
+}
+
+/// One page of a listing.
+public struct ListingPage: Sendable {
+    public var kind: ListingKind
+    /// Files that are new or may have changed. Within one listing the last mention of a path wins.
+    public var upserts: [RemoteFile]
+    public var deletions: [RemoteDeletion]
+    /// Set on the last page only: the opaque state to pass as `cursor` next time (Dropbox cursor, Drive page
+    /// token, Graph deltaLink, plus whatever folder map the provider needs to rebuild paths). `nil` when the
+    /// provider has no change feed.
+    public var cursor: String?
+
+    public init(kind: ListingKind, upserts: [RemoteFile] = [], deletions: [RemoteDeletion] = [], cursor: String? = nil) {
+        self.kind = kind
+        self.upserts = upserts
+        self.deletions = deletions
+        self.cursor = cursor
+    }
+}
+
+/// How to GET a file's bytes. Reused for every range of the file until it expires or the content host
+/// refuses it (401/403/404/410), then resolved again.
+public struct DownloadRequest: Sendable {
+    public var method: String
+    public var url: URL
+    /// Headers to send with every range request (auth included). Never logged.
+    public var headers: [(name: String, value: String)]
+    /// When the URL stops working, if the provider says.
+    public var expiresAt: Date?
+    /// Whether auth headers may follow a redirect to another host (Yandex hrefs: yes; OneDrive: never).
+    /// Redirects within the same host always keep them.
+    public var sendsAuthOnRedirect: Bool
+    /// Strong validator for `If-Range`, when known before the first GET.
+    public var etag: String?
+
+    public init(method: String = "GET", url: URL, headers: [(name: String, value: String)] = [],
+                expiresAt: Date? = nil, sendsAuthOnRedirect: Bool = false, etag: String? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.expiresAt = expiresAt
+        self.sendsAuthOnRedirect = sendsAuthOnRedirect
+        self.etag = etag
+    }
+}
+
+/// What a provider can do.
+public struct ProviderCapabilities: Sendable, Hashable {
+    /// Hash kinds the provider publishes for (most) files.
+    public var hashKinds: Set<HashKind>
+    /// Whether `listAudio(cursor:)` with a cursor returns only changes.
+    public var hasChangeFeed: Bool
+    /// Whether content hosts honour Range (all five do; a server that ignores it is still handled).
+    public var supportsRanges: Bool
+
+    public init(hashKinds: Set<HashKind>, hasChangeFeed: Bool, supportsRanges: Bool = true) {
+        self.hashKinds = hashKinds
+        self.hasChangeFeed = hasChangeFeed
+        self.supportsRanges = supportsRanges
+    }
+}
+
+/// A cloud storage adapter. Providers list and resolve; they never touch the cache.
+public protocol Provider: Sendable {
+    /// The remote's name from the config, used in messages.
+    var remoteName: String { get }
+    var capabilities: ProviderCapabilities { get }
+
+    /// Lists audio files under the remote's root with the fewest API calls the provider allows.
+    /// With `cursor` (from a previous listing's last page) a provider with a change feed yields `.changes`
+    /// pages; when the cursor is invalid (Dropbox `reset`, Graph 410) it falls back to a `.full` listing.
+    /// Pages of one listing all have the same kind. The sequence ends after the page that carries the cursor.
+    /// Errors are `ProviderError`.
+    func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error>
+
+    /// Resolves how to download `file` (one API call at most, often none). Errors are `ProviderError`.
+    func resolveDownload(for file: RemoteFile) async throws -> DownloadRequest
+}

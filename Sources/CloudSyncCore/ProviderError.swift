@@ -1,0 +1,52 @@
+import Foundation
+
+/// An error from a provider or the transport, with what the user should do next.
+public struct ProviderError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// Token missing, expired beyond refresh, or refused: log in again (exit 4).
+        case unauthorized
+        /// The access token expired: refresh it and retry once.
+        case tokenExpired
+        /// The path or item does not exist.
+        case notFound
+        /// Throttled: retry after `retryAfter` or with backoff.
+        case rateLimited
+        /// Temporary failure (5xx, cut connection, timeout): retry with backoff.
+        case transient
+        /// The server answered something that does not follow its API.
+        case invalidResponse
+        /// Storage or download quota exhausted; retrying will not help soon.
+        case quotaExceeded
+        /// The server refuses this file (malware, abusive, restricted, not downloadable).
+        case forbidden
+        /// A download link expired or the content host refused it: resolve the download again.
+        case linkExpired
+        /// A change cursor is no longer valid: list everything again.
+        case cursorReset
+        /// Misconfiguration found while talking to the provider (bad URL, missing credential).
+        case configuration
+    }
+
+    public var code: Code
+    /// Says what went wrong and what to do next. Never contains tokens or signed URLs.
+    public var message: String
+    /// Seconds to wait before retrying, when the server said (Retry-After or a body field).
+    public var retryAfter: TimeInterval?
+    /// HTTP status, when the error came from a response.
+    public var status: Int?
+    public var cause: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, status: Int? = nil, retryAfter: TimeInterval? = nil,
+                cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.status = status
+        self.retryAfter = retryAfter
+        self.cause = cause
+    }
+
+    /// Whether the pacer may retry the same request.
+    public var isRetryable: Bool { code == .rateLimited || code == .transient }
+
+    public var description: String { message }
+}

@@ -1,0 +1,1 @@
+// The CloudSyncEngine target; see docs/ARCHITECTURE.md.

@@ -1,0 +1,70 @@
+import CloudSyncCore
+import Foundation
+
+/// How a provider puts its token into a request: `Authorization: <scheme> <token>`.
+public struct AuthScheme: Sendable {
+    /// "Bearer" for Dropbox, Drive, Graph; "OAuth" for Yandex.
+    public var scheme: String
+
+    public init(scheme: String) { self.scheme = scheme }
+
+    public static let bearer = AuthScheme(scheme: "Bearer")
+    public static let oauth = AuthScheme(scheme: "OAuth")
+}
+
+/// Maps a provider's answer to an error: nil means success. Each provider supplies one (retries as data).
+public typealias ResponseClassifier = @Sendable (HTTPResponse) -> ProviderError?
+
+/// Sends API requests for one remote: adds the token, retries through the remote's pacer, refreshes the
+/// token once on `.tokenExpired`. Returns only successful responses; everything else throws `ProviderError`.
+public struct APIClient: Sendable {
+    public let transport: any Transport
+    public let pacer: Pacer
+    public let tokens: (any TokenSource)?
+    public let auth: AuthScheme
+    public let classify: ResponseClassifier
+    public let logger: Logger
+
+    public init(transport: any Transport, pacer: Pacer, tokens: (any TokenSource)?, auth: AuthScheme = .bearer,
+                logger: Logger = .silent, classify: @escaping ResponseClassifier) {
+        self.transport = transport
+        self.pacer = pacer
+        self.tokens = tokens
+        self.auth = auth
+        self.logger = logger
+        self.classify = classify
+    }
+
+    /// The value of the `Authorization` header, or nil without a token source.
+    public func authorization() async throws -> String? {
+        guard let tokens else { return nil }
+        return "\(auth.scheme) \(try await tokens.accessToken())"
+    }
+
+    /// Sends `request` with auth, retrying transient failures and refreshing an expired token once.
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let what = "\(request.method) \(redactedURL(request.url))"
+        return try await pacer.run(what) {
+            var refreshed = false
+            while true {
+                var req = request
+                var token: String?
+                if let tokens {
+                    let t = try await tokens.accessToken()
+                    token = t
+                    req.headers.set("Authorization", "\(auth.scheme) \(t)")
+                }
+                let started = Date()
+                let response = try await transport.send(req)
+                logger.debug("\(what) → \(response.status), \(response.body.count) B, \(String(format: "%.3f", Date().timeIntervalSince(started))) s")
+                guard let error = classify(response) else { return response }
+                if error.code == .tokenExpired, let tokens, let token, !refreshed {
+                    refreshed = true
+                    _ = try await tokens.refresh(rejected: token)
+                    continue
+                }
+                throw error
+            }
+        }
+    }
+}

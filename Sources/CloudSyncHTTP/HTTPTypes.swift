@@ -1,0 +1,128 @@
+import CloudSyncCore
+import Foundation
+
+/// Ordered HTTP header fields with case-insensitive lookup. Values may hold secrets: never log them.
+public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var fields: [(name: String, value: String)]
+
+    public init(_ fields: [(name: String, value: String)] = []) { self.fields = fields }
+    public init(dictionaryLiteral elements: (String, String)...) { fields = elements.map { ($0.0, $0.1) } }
+
+    /// The first value of `name`.
+    public subscript(name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// Every value of `name`, in order.
+    public func values(_ name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+    }
+
+    /// Replaces every field named `name` with one, or removes them when `value` is nil.
+    public mutating func set(_ name: String, _ value: String?) {
+        remove(name)
+        if let value { fields.append((name, value)) }
+    }
+
+    public mutating func add(_ name: String, _ value: String) { fields.append((name, value)) }
+
+    public mutating func remove(_ name: String) {
+        fields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+}
+
+/// A request. `body` is small (API calls); downloads stream their responses, never their requests.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: URL
+    public var headers: HTTPHeaders
+    public var body: Data?
+    /// Header names that carry credentials. They are dropped when a redirect leaves the original host
+    /// unless `keepsAuthAcrossHosts`. `Authorization` is always among them.
+    public var authHeaderNames: Set<String>
+    /// Yandex download hrefs need the token on the content host; OneDrive's must never get it.
+    public var keepsAuthAcrossHosts: Bool
+
+    public init(method: String = "GET", url: URL, headers: HTTPHeaders = [:], body: Data? = nil,
+                authHeaderNames: Set<String> = [], keepsAuthAcrossHosts: Bool = false) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.authHeaderNames = authHeaderNames.union(["authorization"])
+        self.keepsAuthAcrossHosts = keepsAuthAcrossHosts
+    }
+}
+
+/// Status line and headers of a final (non-redirect) response.
+public struct HTTPResponseHead: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    /// The URL that answered, after redirects. May be signed: never log it unredacted.
+    public var url: URL
+
+    public init(status: Int, headers: HTTPHeaders, url: URL) {
+        self.status = status
+        self.headers = headers
+        self.url = url
+    }
+}
+
+/// A whole, small response (API calls, error bodies).
+public struct HTTPResponse: Sendable {
+    public var head: HTTPResponseHead
+    public var body: Data
+
+    public init(head: HTTPResponseHead, body: Data) {
+        self.head = head
+        self.body = body
+    }
+
+    public var status: Int { head.status }
+    public var headers: HTTPHeaders { head.headers }
+}
+
+/// Receives downloaded bytes at absolute file offsets. Called on a transport thread, in order of arrival;
+/// a thrown error (e.g. ENOSPC) aborts the transfer and is rethrown by the transport unchanged.
+public protocol ByteSink: Sendable {
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws
+}
+
+/// What a ranged download delivered.
+public struct DownloadOutcome: Sendable {
+    public var head: HTTPResponseHead
+    /// Bytes handed to the sink, as absolute offsets. Empty when the status was not 200/206.
+    public var delivered: Range<Int64>
+    /// The server answered 200 to a ranged request: bytes before the requested start were skipped, and
+    /// `delivered` may run to the end of the file.
+    public var rangeIgnored: Bool
+    /// Total size from `Content-Range` (206 or 416) or `Content-Length` (200), when known.
+    public var totalSize: Int64?
+    /// Body of a non-2xx answer (bounded), for error mapping.
+    public var errorBody: Data
+
+    public init(head: HTTPResponseHead, delivered: Range<Int64>, rangeIgnored: Bool, totalSize: Int64?, errorBody: Data = Data()) {
+        self.head = head
+        self.delivered = delivered
+        self.rangeIgnored = rangeIgnored
+        self.totalSize = totalSize
+        self.errorBody = errorBody
+    }
+}
+
+/// Moves bytes. Implementations follow redirects themselves (at most 10, 303 → GET), dropping the
+/// request's auth headers when the host changes unless `keepsAuthAcrossHosts`.
+/// Network failures throw `ProviderError` with code `.transient`; any HTTP status is returned, not thrown.
+public protocol Transport: Sendable {
+    /// Sends `request` and returns the whole response body (capped at a few MiB for API calls).
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+
+    /// GETs (or POSTs, for Dropbox) `range` of a file into `sink`. Sends `Range: bytes=a-b` when `range` is
+    /// not nil and `If-Range: ifRange` when given. A 206 must carry a `Content-Range` matching the request,
+    /// else `.invalidResponse` is thrown before any byte is written. A 200 to a ranged request sets
+    /// `rangeIgnored` and bytes before `range.lowerBound` are discarded, never written at a wrong offset.
+    /// Other statuses write nothing and return the head and a bounded `errorBody`.
+    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, into sink: any ByteSink) async throws -> DownloadOutcome
+}

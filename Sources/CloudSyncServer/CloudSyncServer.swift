@@ -1,0 +1,1 @@
+// The CloudSyncServer target; see docs/ARCHITECTURE.md.
