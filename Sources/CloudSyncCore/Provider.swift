@@ -92,4 +92,17 @@ public protocol Provider: Sendable {
 
     /// Resolves how to download `file` (one API call at most, often none). Errors are `ProviderError`.
     func resolveDownload(for file: RemoteFile) async throws -> DownloadRequest
+
+    /// Resolves again after the content host refused `rejected` with `status` (401/403/404/410). See the
+    /// default implementation.
+    func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest
+}
+
+extension Provider {
+    /// Resolves again after the content host refused `rejected` with `status` (401/403/404/410): providers
+    /// whose downloads carry their token refresh it here (`TokenSource.refresh(rejected:)`), link-based ones
+    /// ask for a new link. The default resolves afresh.
+    public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
+        try await resolveDownload(for: file)
+    }
 }

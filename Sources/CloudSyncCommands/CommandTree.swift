@@ -1,0 +1,122 @@
+/// Every command, option and help text of `cloudsync`, in one place.
+enum CommandTree {
+    static let version = "0.1.0"
+
+    static let globals: [OptionSpec] = [
+        .value("config", "PATH", "Configuration file (default: $CLOUDSYNC_CONFIG, else $XDG_CONFIG_HOME/cloudsync/config.toml)."),
+        .flag("verbose", short: "v", "More log output on stderr (repeat is not needed; debug level)."),
+        .flag("quiet", short: "q", "Print errors only."),
+        .flag("version", "Print the version and exit."),
+    ]
+
+    static let remoteSelection: [OptionSpec] = [
+        .value("remote", "NAME", "Only the remote NAME from the config."),
+        .value("provider", "P", "Every remote whose provider is P (dropbox, gdrive, onedrive, yandex, webdav)."),
+    ]
+
+    static let ls = CommandSpec(
+        name: "ls",
+        abstract: "List the audio files of remotes with their cache state.",
+        discussion: """
+        Lists live from the provider (and refreshes the index) unless --offline is given. Columns: state \
+        (cached, partial NN%, missing), size, modified, path.
+        """,
+        options: remoteSelection + [
+            .flag("offline", "List from the local index without contacting the provider."),
+            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, local_path)."),
+            .flag("long", "Add hash, MIME type and local path columns."),
+            .flag("cached", "Only tracks that are completely cached."),
+            .flag("missing", "Only tracks that are not completely cached."),
+        ],
+        positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root).", optional: true, repeats: false)]
+    )
+
+    static let pull = CommandSpec(
+        name: "pull",
+        abstract: "Download the audio files of remotes into the cache.",
+        discussion: """
+        Lists each remote, plans what is new, changed or deleted, downloads with ranged resumable requests, \
+        verifies hashes and moves complete tracks into tracks/<remote>/. An interrupted pull resumes where it \
+        stopped. One pull per remote runs at a time: a second one exits with code 75 unless --wait is given.
+        """,
+        options: remoteSelection + [
+            .flag("dry-run", "Show what would be fetched and removed; change nothing."),
+            .value("jobs", "N", "Files downloaded at once (default: pull.jobs, 4)."),
+            .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),
+            .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
+            .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: pull.head_first, 512KiB)."),
+            .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75."),
+            .flag("json", "Print a JSON summary on stdout."),
+        ],
+        positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root).", optional: true, repeats: true)]
+    )
+
+    static let login = CommandSpec(
+        name: "login",
+        abstract: "Authorize cloudsync for a remote and store its tokens (mode 0600).",
+        options: [
+            .value("token-json", "FILE", "Import tokens obtained elsewhere from FILE ('-' for stdin) instead of running a flow."),
+        ],
+        positionals: [PositionalSpec(name: "NAME", help: "The remote's name in the config.", optional: false, repeats: false)]
+    )
+
+    static let logout = CommandSpec(
+        name: "logout",
+        abstract: "Remove the stored tokens of a remote.",
+        positionals: [PositionalSpec(name: "NAME", help: "The remote's name in the config.", optional: false, repeats: false)]
+    )
+
+    static let cache = CommandSpec(
+        name: "cache",
+        abstract: "Inspect and manage the local cache.",
+        subcommands: [
+            CommandSpec(name: "status", abstract: "Entries, complete and partial counts, bytes, limits and path.",
+                        options: [.flag("json", "Print JSON on stdout.")]),
+            CommandSpec(name: "evict", abstract: "Remove least recently used tracks beyond cache.max_size or older than cache.max_age.",
+                        options: [.flag("dry-run", "Show what would be removed; remove nothing.")]),
+            CommandSpec(name: "verify", abstract: "Re-hash complete tracks against the provider's hashes; mismatches are removed for refetch.",
+                        options: [.flag("json", "Print JSON on stdout.")]),
+            CommandSpec(name: "pin", abstract: "Never evict these tracks.",
+                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],
+                        positionals: [PositionalSpec(name: "PATH", help: "Track or folder paths relative to the remote's root.", optional: false, repeats: true)]),
+            CommandSpec(name: "unpin", abstract: "Allow these tracks to be evicted again.",
+                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],
+                        positionals: [PositionalSpec(name: "PATH", help: "Track or folder paths relative to the remote's root.", optional: false, repeats: true)]),
+            CommandSpec(name: "clear", abstract: "Delete cached tracks and partial files (all remotes, or one).",
+                        options: [.value("remote", "NAME", "Only this remote."), .flag("yes", "Do not ask for confirmation.")]),
+            CommandSpec(name: "path", abstract: "Print the cache directory, or the local file of a track.",
+                        positionals: [PositionalSpec(name: "REMOTE", help: "A remote's name.", optional: true, repeats: false),
+                                      PositionalSpec(name: "PATH", help: "A track's path relative to the remote's root.", optional: true, repeats: false)]),
+        ]
+    )
+
+    static let serve = CommandSpec(
+        name: "serve",
+        abstract: "Serve cached tracks to players over loopback HTTP, fetching missing bytes on demand.",
+        options: [
+            .value("port", "N", "TCP port (default 8765)."),
+            .value("bind", "ADDR", "Address to bind (default 127.0.0.1). A non-loopback address requires --token."),
+            .value("token", "TOKEN", "Require this token on every request (?token= or Authorization: Bearer)."),
+        ]
+    )
+
+    static let config = CommandSpec(
+        name: "config",
+        abstract: "Check, locate or show the configuration.",
+        subcommands: [
+            CommandSpec(name: "check", abstract: "Parse and validate the configuration; exit 3 with file:line:column on an error."),
+            CommandSpec(name: "path", abstract: "Print the path of the configuration file in use."),
+            CommandSpec(name: "show", abstract: "Print the effective configuration with secrets masked."),
+        ]
+    )
+
+    static let root = CommandSpec(
+        name: "cloudsync",
+        abstract: "Keep your music from cloud storage ready to play offline.",
+        discussion: """
+        Providers: Dropbox, Google Drive, OneDrive, Yandex.Disk, WebDAV. Tracks land in \
+        $XDG_CACHE_HOME/cloudsync/tracks/<remote>/ (cache.dir in the config), where any player can read them.
+        """,
+        subcommands: [ls, pull, login, logout, cache, serve, config]
+    )
+}

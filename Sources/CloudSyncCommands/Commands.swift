@@ -1,0 +1,47 @@
+import CloudSyncCache
+import CloudSyncConfig
+import CloudSyncCore
+import Foundation
+
+/// Dispatches a parsed command line to its command.
+enum Commands {
+    static func run(_ context: CommandContext) async throws -> ExitCode {
+        let path = context.arguments.commandPath
+        switch path.first {
+        case "ls": return try await ListCommand(context: context).run()
+        case "pull": return try await PullCommand(context: context).run()
+        case "cache": return try CacheCommand(context: context).run(path.dropFirst().first ?? "")
+        case "config": return try ConfigCommand(context: context).run(path.dropFirst().first ?? "")
+        case "login": throw NotImplementedError(command: "login")
+        case "logout": throw NotImplementedError(command: "logout")
+        case "serve": throw NotImplementedError(command: "serve")
+        default:
+            throw UsageError(message: "cloudsync: unknown command", hint: "Run 'cloudsync --help' for usage.")
+        }
+    }
+}
+
+/// Loading the configuration and opening the cache, shared by the commands.
+struct Setup {
+    let context: CommandContext
+
+    var configURL: URL {
+        ConfigLocation.resolve(explicit: context.arguments.value("config"), environment: context.environment)
+    }
+
+    func configuration() throws -> Configuration {
+        try Configuration.load(path: configURL, environment: context.environment)
+    }
+
+    /// The remotes chosen by --remote / --provider (all when neither).
+    func selectedRemotes(_ config: Configuration) throws -> [RemoteConfig] {
+        try config.select(remote: context.arguments.value("remote"), provider: context.arguments.value("provider"))
+    }
+
+    func openCache(_ config: Configuration) throws -> Cache {
+        try Cache.open(root: config.cache.dir,
+                       limits: CacheLimits(maxSize: config.cache.maxSize, maxAge: config.cache.maxAge,
+                                           checkpointBytes: config.cache.checkpoint),
+                       logger: context.logger)
+    }
+}

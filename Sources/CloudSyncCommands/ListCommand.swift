@@ -1,0 +1,109 @@
+import CloudSyncCache
+import CloudSyncConfig
+import CloudSyncCore
+import CloudSyncEngine
+import CloudSyncHTTP
+import Foundation
+
+/// `cloudsync ls`: audio files of the selected remotes with their cache state, live or from the index.
+struct ListCommand {
+    let context: CommandContext
+
+    func run() async throws -> ExitCode {
+        let args = context.arguments
+        if args.has("cached") && args.has("missing") {
+            throw UsageError(message: "cloudsync: --cached and --missing exclude each other", hint: "Run 'cloudsync ls --help' for usage.")
+        }
+        let setup = Setup(context: context)
+        let config = try setup.configuration()
+        let remotes = try setup.selectedRemotes(config)
+        let cache = try setup.openCache(config)
+        let prefix = args.positionals.first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) } ?? ""
+
+        var rows: [CacheEntryInfo] = []
+        for remote in remotes {
+            if !args.has("offline") {
+                let transport = try CurlTransport(logger: context.logger)
+                let factory = ProviderFactory(transport: transport, settings: config.pull, audio: config.audio, logger: context.logger)
+                let built = try factory.make(remote, retries: nil)
+                let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
+                                transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(),
+                                logger: context.logger, events: { _ in })
+                let listed = Set(try await sync.refreshIndex().map(\.path))
+                rows += try cache.entries(remote: remote.name).filter { listed.contains($0.path) }
+            } else {
+                rows += try cache.entries(remote: remote.name)
+            }
+        }
+        rows = rows.filter { row in
+            (prefix.isEmpty || row.path == prefix || row.path.hasPrefix(prefix + "/"))
+                && (!args.has("cached") || row.state == .complete)
+                && (!args.has("missing") || row.state != .complete)
+        }
+        rows.sort { ($0.remote, $0.path) < ($1.remote, $1.path) }
+        if context.json {
+            context.console.out(try ListingOutput.json(rows))
+        } else {
+            context.console.out(ListingOutput.table(rows, long: args.has("long"), multipleRemotes: remotes.count > 1))
+        }
+        return .ok
+    }
+}
+
+/// How `ls` prints entries. Pure, snapshot-tested.
+enum ListingOutput {
+    static func stateText(_ row: CacheEntryInfo) -> String {
+        switch row.state {
+        case .complete: return "cached"
+        case .partial:
+            let pct = row.file.size > 0 ? Int(Double(row.presentBytes) * 100 / Double(row.file.size)) : 0
+            return "partial \(min(pct, 99))%"
+        case .missing: return "missing"
+        }
+    }
+
+    static func table(_ rows: [CacheEntryInfo], long: Bool, multipleRemotes: Bool) -> String {
+        let dates = DateFormatter()
+        dates.locale = Locale(identifier: "en_US_POSIX")
+        dates.timeZone = TimeZone(identifier: "UTC")
+        dates.dateFormat = "yyyy-MM-dd HH:mm"
+        var out = ""
+        for row in rows {
+            let path = multipleRemotes ? "\(row.remote)/\(row.path)" : row.path
+            var line = "\(stateText(row).rightPad(12)) \(ByteSize.format(row.file.size).leftPad(9))  \(dates.string(from: row.file.modified))  \(path)"
+            if long {
+                let hash = row.file.preferredHash.map { "\($0.kind.rawValue):\($0.value)" } ?? "-"
+                line += "\n    hash: \(hash)  mime: \(row.file.mimeType ?? "-")"
+                line += "\n    local: \(row.state == .complete ? row.localURL.path : "-")"
+            }
+            out += line + "\n"
+        }
+        if rows.isEmpty { return "" }
+        let cached = rows.filter { $0.state == .complete }.count
+        let bytes = rows.reduce(Int64(0)) { $0 + $1.file.size }
+        out += "\(rows.count) tracks, \(ByteSize.format(bytes)); \(cached) cached\n"
+        return out
+    }
+
+    static func json(_ rows: [CacheEntryInfo]) throws -> String {
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime]
+        let objects: [[String: Any]] = rows.map { row in
+            var hashes: [String: String] = [:]
+            for h in row.file.hashes { hashes[h.kind.rawValue] = h.value }
+            return [
+                "remote": row.remote,
+                "path": row.path,
+                "size": row.file.size,
+                "modified": iso.string(from: row.file.modified),
+                "mime": row.file.mimeType ?? NSNull(),
+                "hashes": hashes,
+                "state": row.state == .complete ? "cached" : row.state == .partial ? "partial" : "missing",
+                "cached_bytes": row.presentBytes,
+                "local_path": row.state == .complete ? row.localURL.path : NSNull(),
+            ] as [String: Any]
+        }
+        let data = try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+}

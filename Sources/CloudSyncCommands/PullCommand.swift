@@ -1,0 +1,142 @@
+import CloudSyncCache
+import CloudSyncConfig
+import CloudSyncCore
+import CloudSyncEngine
+import CloudSyncHTTP
+import Foundation
+
+/// `cloudsync pull`: one `Sync` per selected remote, progress on stderr, summary on stdout with --json.
+struct PullCommand {
+    let context: CommandContext
+
+    func run() async throws -> ExitCode {
+        let args = context.arguments
+        let setup = Setup(context: context)
+        let config = try setup.configuration()
+        let remotes = try setup.selectedRemotes(config)
+        var settings = config.pull
+        if let jobs = try args.integer("jobs", in: 1 ... 64) { settings.jobs = jobs }
+        let retries = try args.integer("retries", in: 0 ... 1000)
+        if let rate = args.value("bwlimit") {
+            if rate.lowercased() == "off" {
+                settings.bwlimit = nil
+            } else if let bytes = ByteSize.parseRate(rate), bytes > 0 {
+                settings.bwlimit = bytes
+            } else {
+                throw UsageError(message: "cloudsync: --bwlimit expects a rate such as 2MiB/s or 'off', got '\(rate)'",
+                                 hint: "Run 'cloudsync pull --help' for usage.")
+            }
+        }
+        var headFirst: Int64?
+        if args.has("head-first") {
+            let text = args.value("head-first") ?? ""
+            if text.isEmpty {
+                headFirst = settings.headFirst
+            } else if let size = ByteSize.parse(text), size > 0 {
+                headFirst = size
+            } else {
+                throw UsageError(message: "cloudsync: --head-first expects a size such as 512KiB, got '\(text)'",
+                                 hint: "Run 'cloudsync pull --help' for usage.")
+            }
+        }
+        let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, headFirst: headFirst,
+                                  paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"))
+
+        let cache = try setup.openCache(config)
+        var transportOptions = CurlTransportOptions()
+        transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }
+        let transport = try CurlTransport(options: transportOptions, logger: context.logger)
+        let factory = ProviderFactory(transport: transport, settings: settings, audio: config.audio, logger: context.logger)
+        let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun)
+        let started = Date()
+        let work = Task { () async throws -> ([SyncReport], ExitCode) in
+            var reports: [SyncReport] = []
+            var worst: ExitCode = .ok
+            for remote in remotes {
+                try Task.checkCancellation()
+                var report = SyncReport(remote: remote.name, provider: remote.provider.rawValue)
+                do {
+                    let built = try factory.make(remote, retries: retries)
+                    let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
+                                    transport: transport, pacer: built.pacer, cache: cache, options: options,
+                                    logger: context.logger, events: renderer.handle)
+                    report = try await sync.run()
+                    if !report.failed.isEmpty { worst = max(worst, report.exitCode) }
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    report.fatal = String(describing: error)
+                    worst = max(worst, (error as? any ExitCodeProviding)?.exitCode ?? .partialFailure)
+                    context.console.err("cloudsync: \(context.console.paint("error:", "31")) \(remote.name): \(error)\n")
+                }
+                renderer.summary(report)
+                reports.append(report)
+            }
+            return (reports, worst)
+        }
+        let interrupt = InterruptHandler { work.cancel() }
+        defer { interrupt.stop() }
+        let reports: [SyncReport]
+        let worst: ExitCode
+        do {
+            (reports, worst) = try await work.value
+        } catch is CancellationError {
+            context.console.err("cloudsync: interrupted; downloaded bytes are saved and the next pull resumes them\n")
+            return .partialFailure
+        }
+        if context.json {
+            context.console.out(try jsonSummary(reports, duration: Date().timeIntervalSince(started)))
+        }
+        return worst
+    }
+
+    private func jsonSummary(_ reports: [SyncReport], duration: TimeInterval) throws -> String {
+        struct Summary: Encodable {
+            var remotes: [SyncReport]
+            var duration_s: Double
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = try encoder.encode(Summary(remotes: reports, duration_s: (duration * 1000).rounded() / 1000))
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+}
+
+extension ExitCode: Comparable {
+    /// Severity for combining remotes' outcomes: any failure beats success; specific causes beat "some failed".
+    public static func < (a: ExitCode, b: ExitCode) -> Bool { a.severity < b.severity }
+
+    private var severity: Int {
+        switch self {
+        case .ok: 0
+        case .partialFailure: 1
+        default: 2 + Int(rawValue)
+        }
+    }
+}
+
+/// Cancels the running work on SIGINT/SIGTERM (once); a second Ctrl-C exits at once.
+final class InterruptHandler: Sendable {
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ onInterrupt: @escaping @Sendable () -> Void) {
+        var sources: [any DispatchSourceSignal] = []
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                onInterrupt()
+                signal(sig, SIG_DFL)
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    func stop() {
+        for s in sources { s.cancel() }
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
+}

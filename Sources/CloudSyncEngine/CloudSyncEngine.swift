@@ -1,1 +1,0 @@
-// The CloudSyncEngine target; see docs/ARCHITECTURE.md.

@@ -1,0 +1,272 @@
+import CloudSyncCache
+import CloudSyncCore
+import CloudSyncHTTP
+import Foundation
+
+/// One pull of one remote: lock → list → plan → fetch → verify → promote → remove deletions → store cursor
+/// → evict. Per-file failures are collected in the report; errors that stop the remote are thrown
+/// (`CacheError(.locked)`, listing `ProviderError`s, disk full).
+public struct Sync: Sendable {
+    public let remote: String
+    public let providerName: String
+    public let provider: any Provider
+    public let transport: any Transport
+    public let pacer: Pacer
+    public let cache: Cache
+    public let options: SyncOptions
+    public let logger: Logger
+    public let events: @Sendable (SyncEvent) -> Void
+
+    public init(remote: String, providerName: String, provider: any Provider, transport: any Transport, pacer: Pacer,
+                cache: Cache, options: SyncOptions, logger: Logger, events: @escaping @Sendable (SyncEvent) -> Void) {
+        self.remote = remote
+        self.providerName = providerName
+        self.provider = provider
+        self.transport = transport
+        self.pacer = pacer
+        self.cache = cache
+        self.options = options
+        self.logger = logger
+        self.events = events
+    }
+
+    public func run() async throws -> SyncReport {
+        let lock = try cache.acquirePullLock(remote: remote, wait: options.waitForLock)
+        defer { lock.release() }
+        var report = SyncReport(remote: remote, provider: providerName)
+
+        let listing = try await list()
+        report.listed = listing.files.count
+        let plan = try makePlan(listing)
+        report.new = plan.fetch.filter { !$0.changed && $0.missingBytes == $0.file.size }.count
+        report.changed = plan.fetch.filter(\.changed).count
+        report.deleted = plan.remove.count
+        report.skipped = plan.upToDate
+        events(.planned(remote: remote, plan: plan))
+        if options.dryRun { return report }
+
+        try apply(listing)
+        try await fetchAll(plan, into: &report)
+        for path in plan.remove {
+            let keptPinned = try cache.removeFile(remote: remote, path: path)
+            events(.removed(remote: remote, path: path, keptPinned: keptPinned))
+        }
+        if let cursor = listing.cursor { try cache.setCursor(cursor, remote: remote) }
+        let eviction = try cache.evict(dryRun: false)
+        if eviction.removedCount > 0 {
+            logger.info("evicted \(eviction.removedCount) tracks (\(ByteSize.format(eviction.removedBytes))) to stay within the cache limits")
+        }
+        return report
+    }
+
+    /// Lists the remote and records new and changed files in the index, without fetching, removing or
+    /// storing the cursor (so a later pull still sees the same changes). Returns the remote's files.
+    public func refreshIndex() async throws -> [RemoteFile] {
+        let listing = try await list()
+        try apply(listing)
+        return Array(listing.files.values)
+    }
+
+    // MARK: - Listing
+
+    /// The remote's audio files after this listing, and what to store.
+    struct Listing {
+        var kind: ListingKind = .full
+        /// Every audio file now known for the remote, by path (after applying changes to the index state).
+        var files: [String: RemoteFile] = [:]
+        /// Paths that disappeared (full listing: not listed; changes: reported deleted).
+        var gone: Set<String> = []
+        var cursor: String?
+    }
+
+    func list() async throws -> Listing {
+        events(.listing(remote: remote))
+        let known = try cache.files(remote: remote)
+        var listing = Listing()
+        var upserts: [String: RemoteFile] = [:]
+        var deletions: [RemoteDeletion] = []
+        for try await page in provider.listAudio(cursor: try cache.cursor(remote: remote)) {
+            listing.kind = page.kind
+            for file in page.upserts { upserts[file.path] = file }
+            deletions += page.deletions
+            if let c = page.cursor { listing.cursor = c }
+        }
+        switch listing.kind {
+        case .full:
+            listing.files = upserts
+            listing.gone = Set(known.keys).subtracting(upserts.keys)
+        case .changes:
+            listing.files = known
+            for deletion in deletions {
+                for path in matching(deletion, in: listing.files) {
+                    listing.files[path] = nil
+                    listing.gone.insert(path)
+                }
+            }
+            for (path, file) in upserts {
+                // A moved file keeps its id: its old path is gone.
+                if let id = file.providerID {
+                    for (oldPath, old) in listing.files where old.providerID == id && oldPath != path {
+                        listing.files[oldPath] = nil
+                        listing.gone.insert(oldPath)
+                    }
+                }
+                listing.files[path] = file
+                listing.gone.remove(path)
+            }
+        }
+        events(.listed(remote: remote, files: listing.files.count, kind: listing.kind))
+        return listing
+    }
+
+    private func matching(_ deletion: RemoteDeletion, in files: [String: RemoteFile]) -> [String] {
+        switch deletion {
+        case .path(let p):
+            let prefix = p.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+            if prefix.isEmpty { return Array(files.keys) }
+            return files.keys.filter { $0 == prefix || $0.hasPrefix(prefix + "/") || $0.lowercased() == prefix.lowercased() }
+        case .providerID(let id):
+            return files.filter { $0.value.providerID == id }.map(\.key)
+        }
+    }
+
+    // MARK: - Plan
+
+    func makePlan(_ listing: Listing) throws -> SyncPlan {
+        let states = try cache.states(remote: remote)
+        var plan = SyncPlan()
+        for path in listing.files.keys.sorted() {
+            guard let file = listing.files[path], options.selects(path) else { continue }
+            if let state = states[path], state.fingerprint == file.fingerprint {
+                if state.complete { plan.upToDate += 1; continue }
+                plan.fetch.append(.init(file: file, missingBytes: file.size - state.presentBytes, changed: false))
+            } else {
+                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: states[path]?.complete == true))
+            }
+        }
+        plan.remove = listing.gone.filter { options.selects($0) }.sorted()
+        return plan
+    }
+
+    /// Records the listing in the index: new and changed files (a changed fingerprint drops cached bytes;
+    /// the old complete track stays until the new one is verified).
+    func apply(_ listing: Listing) throws {
+        try cache.upsert(remote: remote, files: Array(listing.files.values))
+    }
+
+    // MARK: - Fetch
+
+    private func fetchAll(_ plan: SyncPlan, into report: inout SyncReport) async throws {
+        guard !plan.fetch.isEmpty else { return }
+        let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
+                                  events: events, logger: logger)
+        let items = plan.fetch.map(\.file)
+        var results: [String: FileResult] = [:]
+        if let head = options.headFirst, head > 0 {
+            // Pass 1: the first `head` bytes of every track, so each can start playing.
+            try await forEach(items, fetcher: fetcher) { job in
+                try await fetcher.fetch(job, within: 0 ..< min(head, job.file.size))
+                if job.file.size <= head { return nil }
+                return .headCached(fetched: job.fetched)
+            } collect: { path, result in
+                if case .failed = result { results[path] = result }
+            }
+        }
+        let pending = items.filter { results[$0.path] == nil }
+        try await forEach(pending, fetcher: fetcher) { job in
+            try await fetcher.fetch(job, within: 0 ..< job.file.size)
+            return nil
+        } collect: { path, result in
+            results[path] = result
+        }
+        for file in items {
+            switch results[file.path] {
+            case .completed(let fetched, _):
+                report.fetchedFiles += 1
+                report.fetchedBytes += fetched
+            case .failed(let message, let code):
+                report.failed.append(.init(path: file.path, error: message, exitCode: code))
+            case .headCached, nil:
+                break
+            }
+        }
+    }
+
+    /// Runs `work` for each file with at most `options.jobs` at once. `work` returns nil to go on to
+    /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
+    /// rethrown after the running files stop; other errors become `.failed` results.
+    private func forEach(_ files: [RemoteFile], fetcher: FileFetcher,
+                         work: @escaping @Sendable (FileJob) async throws -> FileResult?,
+                         collect: (String, FileResult) -> Void) async throws {
+        var fatal: (any Error)?
+        try await withThrowingTaskGroup(of: (String, FileResult).self) { group in
+            var next = 0
+            func launch() {
+                guard next < files.count, fatal == nil else { return }
+                let file = files[next]
+                next += 1
+                group.addTask {
+                    let result = try await fetchOne(file, fetcher: fetcher, work: work)
+                    events(.fileFinished(remote: remote, path: file.path, result: result))
+                    return (file.path, result)
+                }
+            }
+            for _ in 0 ..< options.jobs { launch() }
+            while true {
+                do {
+                    guard let (path, result) = try await group.next() else { break }
+                    collect(path, result)
+                } catch {
+                    if fatal == nil { fatal = error }
+                    group.cancelAll()
+                }
+                launch()
+            }
+        }
+        if let fatal { throw fatal }
+    }
+
+    /// One file: open its entry, run `work`, then verify and promote (refetching once after a hash mismatch).
+    private func fetchOne(_ file: RemoteFile, fetcher: FileFetcher,
+                          work: @Sendable (FileJob) async throws -> FileResult?) async throws -> FileResult {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let writer: EntryWriter
+            do {
+                writer = try cache.openWriter(remote: remote, file: file)
+            } catch let error as CacheError where !error.stopsRun {
+                return .failed(message: error.message, exitCode: error.exitCode)
+            }
+            defer { writer.close() }
+            events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingBytes))
+            let job = FileJob(remote: remote, file: file, writer: writer)
+            do {
+                if let partial = try await work(job) { return partial }
+                try await fetcher.complete(job)
+                return .completed(fetched: job.fetched, verifiedWith: file.preferredHash?.kind)
+            } catch let error as CacheError where error.code == .hashMismatch && attempt == 1 {
+                logger.warning("\(file.path): \(error.message); fetching it once more")
+                continue
+            } catch let error as CacheError where !error.stopsRun {
+                return .failed(message: error.message, exitCode: error.exitCode)
+            } catch let error as ProviderError where !error.stopsRun {
+                try? writer.checkpoint()
+                return .failed(message: error.message, exitCode: error.exitCode)
+            } catch {
+                try? writer.checkpoint()
+                throw error
+            }
+        }
+    }
+}
+
+extension ProviderError {
+    /// Errors after which no other file of the remote can succeed either.
+    var stopsRun: Bool { code == .unauthorized || code == .tokenExpired || code == .configuration }
+}
+
+extension CacheError {
+    /// Errors after which no other file can be written either (disk full, broken index).
+    var stopsRun: Bool { code == .diskFull || code == .io || code == .corrupt }
+}
