@@ -19,4 +19,9 @@ static inline CURLcode cloudsync_curl_getinfo_string(CURL *h, CURLINFO i, char *
 static inline CURLcode cloudsync_curl_getinfo_double(CURL *h, CURLINFO i, double *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLSHcode cloudsync_curl_share_setopt_long(CURLSH *s, CURLSHoption o, long v) { return curl_share_setopt(s, o, v); }
 static inline CURLMcode cloudsync_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+static inline CURLMcode cloudsync_curl_multi_setopt_pointer(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }
+/* Macros Swift cannot import (composite expressions). */
+static inline CURLcode cloudsync_curl_global_init_all(void) { return curl_global_init(CURL_GLOBAL_ALL); }
+static inline CURLcode cloudsync_curl_unpause(CURL *h) { return curl_easy_pause(h, CURLPAUSE_CONT); }
+static inline size_t cloudsync_curl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
 #endif

@@ -3,11 +3,16 @@ import Foundation
 
 /// Retry policy for one remote: exponential backoff with full jitter, `Retry-After` honoured exactly, and a
 /// pause shared by every request of the remote (a 429 slows all workers, not just the one that got it).
+///
+/// Share one `Pacer` between every request of a remote (API calls and downloads). Waits never hold the
+/// actor: other requests keep being admitted and delayed while one sleeps.
 public actor Pacer {
     public struct Policy: Sendable {
         /// Retries after the first attempt.
         public var retries: Int
+        /// Ceiling of the first retry's delay; doubles with each retry.
         public var baseDelay: TimeInterval
+        /// Largest backoff ceiling (Retry-After may ask for longer and is honoured).
         public var maxDelay: TimeInterval
 
         public init(retries: Int = 10, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 60) {
@@ -20,18 +25,26 @@ public actor Pacer {
     public let policy: Policy
     private let logger: Logger
     private let sleep: @Sendable (TimeInterval) async throws -> Void
+    private let now: @Sendable () -> Date
     /// No request of this remote starts before this moment.
     private var pausedUntil: Date = .distantPast
 
+    /// - Parameters:
+    ///   - sleep: waits the given seconds (tests inject a fake together with `now`).
+    ///   - now: the clock pauses are measured with.
     public init(policy: Policy = Policy(), logger: Logger = .silent,
-                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) {
+                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.policy = policy
         self.logger = logger
         self.sleep = sleep
+        self.now = now
     }
 
     /// Runs `operation`, retrying it while it throws a retryable `ProviderError`, up to `policy.retries` times.
-    /// Rethrows the last error (or any non-retryable one) unchanged.
+    /// Before each attempt it waits while the remote is paused. A retryable error with `retryAfter` waits exactly
+    /// that long; `.rateLimited` errors (with or without `retryAfter`) pause the whole remote. Rethrows the last
+    /// error (or any non-retryable one, or `CancellationError`) unchanged.
     public func run<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
         var attempt = 0
         while true {
@@ -41,11 +54,10 @@ public actor Pacer {
             } catch let error as ProviderError where error.isRetryable && attempt < policy.retries {
                 attempt += 1
                 let delay = error.retryAfter ?? backoff(attempt: attempt)
-                if error.retryAfter != nil || error.code == .rateLimited {
-                    pause(for: delay)
-                }
                 logger.info("\(what): \(error.message); retry \(attempt)/\(policy.retries) in \(String(format: "%.1f", delay)) s")
-                if error.retryAfter == nil && error.code != .rateLimited {
+                if error.code == .rateLimited {
+                    pause(for: delay)
+                } else {
                     try await sleep(delay)
                 }
             }
@@ -54,19 +66,24 @@ public actor Pacer {
 
     /// Pauses every request of the remote for `seconds` from now (extends, never shortens, a pause).
     public func pause(for seconds: TimeInterval) {
-        let until = Date().addingTimeInterval(seconds)
+        let until = now().addingTimeInterval(seconds)
         if until > pausedUntil { pausedUntil = until }
     }
 
-    /// Full jitter: uniform in 0...min(cap, base·2^attempt).
+    /// Pauses every request of the remote according to a response's `Retry-After`, if it has one.
+    public func honourRetryAfter(in headers: HTTPHeaders) {
+        if let seconds = retryAfter(from: headers, now: now()) { pause(for: seconds) }
+    }
+
+    /// Full jitter: uniform in 0...min(maxDelay, baseDelay·2^(attempt-1)) for attempt ≥ 1.
     func backoff(attempt: Int) -> TimeInterval {
-        let ceiling = min(policy.maxDelay, policy.baseDelay * pow(2, Double(attempt)))
+        let ceiling = min(policy.maxDelay, policy.baseDelay * pow(2, Double(max(0, attempt - 1))))
         return Double.random(in: 0...ceiling)
     }
 
     private func waitWhilePaused() async throws {
         while true {
-            let wait = pausedUntil.timeIntervalSinceNow
+            let wait = pausedUntil.timeIntervalSince(now())
             if wait <= 0 { return }
             try await sleep(wait)
         }

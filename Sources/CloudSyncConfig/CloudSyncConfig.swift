@@ -1,1 +1,0 @@
-// The CloudSyncConfig target; see docs/ARCHITECTURE.md.

@@ -1,0 +1,349 @@
+import CCurl
+import CloudSyncCore
+import Foundation
+import Synchronization
+
+/// Where the body of one exchange goes.
+enum BodyMode {
+    /// Keep the whole body (API calls); more than `limit` bytes fails the exchange.
+    case collect(limit: Int)
+    /// A ranged download into `sink`; non-2xx bodies are kept up to `errorLimit` bytes.
+    case download(range: ClosedRange<Int64>?, sink: any ByteSink, errorLimit: Int)
+}
+
+/// What one exchange (one request, one response, no redirect following) produced.
+struct ExchangeResult: Sendable {
+    var status: Int
+    var headers: HTTPHeaders
+    var body: Data
+    var delivered: Range<Int64>
+    var rangeIgnored: Bool
+    var totalSize: Int64?
+}
+
+/// The transfer was cut after some bytes reached the sink: resume from `delivered.upperBound`.
+/// Carried as the `cause` of the `.transient` error thrown by `download`.
+public struct InterruptedTransfer: Error, Sendable, CustomStringConvertible {
+    /// Bytes handed to the sink before the failure, as absolute offsets (may be empty).
+    public var delivered: Range<Int64>
+    /// libcurl's error code (`CURLcode`) and its text.
+    public var curlCode: Int
+    public var detail: String
+
+    public var description: String { "\(detail) (curl error \(curlCode)) after \(delivered.count) bytes" }
+}
+
+/// One request on one easy handle, owned by `CurlLoop` while it runs. Everything after `init` happens on the
+/// loop thread except `cancelled`, hence `@unchecked Sendable`. Frees its handle, header list and error
+/// buffer in `deinit`.
+final class Exchange: @unchecked Sendable {
+    let easy: UnsafeMutableRawPointer
+    let hostDescription: String
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private let mode: BodyMode
+    private let limiter: BandwidthLimiter?
+
+    let cancelled = Atomic<Bool>(false)
+    var continuation: CheckedContinuation<ExchangeResult, any Error>?
+    weak var loop: CurlLoop?
+
+    // Response state (loop thread).
+    private var status = 0
+    private var headers = HTTPHeaders()
+    private var headComplete = false
+    private var failure: (any Error)?
+    private var body = Data()
+    private var target = Target.discard
+    private var deliveredStart: Int64 = 0
+    private var rangeIgnored = false
+    private var totalSize: Int64?
+
+    private enum Target {
+        case discard
+        case collect(limit: Int, failIfExceeded: Bool)
+        /// Writes at `offset`, after skipping `skip` bytes; past `end` (exclusive) the server is lying.
+        case sink(any ByteSink, offset: Int64, skip: Int64, end: Int64?)
+    }
+
+    init(request: HTTPRequest, extraHeaders: [(String, String)], mode: BodyMode, options: CurlTransportOptions,
+         acceptsCompression: Bool) throws {
+        guard let easy = curl_easy_init() else {
+            throw ProviderError(.transient, "curl_easy_init failed (out of memory?)")
+        }
+        self.easy = easy
+        self.mode = mode
+        self.limiter = options.bandwidth
+        hostDescription = request.url.host ?? "<no host>"
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        try configure(request: request, extraHeaders: extraHeaders, options: options, acceptsCompression: acceptsCompression)
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    private func check(_ rc: CURLcode, _ what: String) throws {
+        guard rc == CURLE_OK else {
+            throw ProviderError(.configuration, "libcurl refused option \(what): \(String(cString: curl_easy_strerror(rc))); the installed libcurl may be too old (7.85 or later is needed)")
+        }
+    }
+
+    private func configure(request: HTTPRequest, extraHeaders: [(String, String)], options: CurlTransportOptions,
+                           acceptsCompression: Bool) throws {
+        let h = easy
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw ProviderError(.configuration, "\(redactedURL(request.url)) is not an http or https URL; check the remote's URL settings")
+        }
+        try check(cloudsync_curl_setopt_string(h, CURLOPT_URL, request.url.absoluteString), "URL")
+        try check(cloudsync_curl_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https"), "PROTOCOLS_STR")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0), "FOLLOWLOCATION")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1), "NOSIGNAL")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1), "TCP_NODELAY")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1), "TCP_KEEPALIVE")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS), "HTTP_VERSION")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_PIPEWAIT, 1), "PIPEWAIT")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_BUFFERSIZE, options.receiveBufferSize), "BUFFERSIZE")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)), "CONNECTTIMEOUT_MS")
+        var lowSpeed = options.lowSpeedLimit
+        if let limiter = options.bandwidth {
+            // A deliberately slow transfer must not trip the stall detector.
+            lowSpeed = min(lowSpeed, Int(limiter.bytesPerSecond / 16))
+        }
+        if lowSpeed > 0 && options.lowSpeedTime > 0 {
+            try check(cloudsync_curl_setopt_long(h, CURLOPT_LOW_SPEED_LIMIT, lowSpeed), "LOW_SPEED_LIMIT")
+            try check(cloudsync_curl_setopt_long(h, CURLOPT_LOW_SPEED_TIME, Int(options.lowSpeedTime.rounded(.up))), "LOW_SPEED_TIME")
+        }
+        try check(cloudsync_curl_setopt_string(h, CURLOPT_USERAGENT, options.userAgent), "USERAGENT")
+        try check(cloudsync_curl_setopt_pointer(h, CURLOPT_ERRORBUFFER, errorBuffer), "ERRORBUFFER")
+        if let caFile = options.caFile {
+            try check(cloudsync_curl_setopt_string(h, CURLOPT_CAINFO, caFile), "CAINFO")
+        }
+        if acceptsCompression {
+            try check(cloudsync_curl_setopt_string(h, CURLOPT_ACCEPT_ENCODING, ""), "ACCEPT_ENCODING")
+        }
+
+        let method = request.method.uppercased()
+        switch method {
+        case "GET":
+            try check(cloudsync_curl_setopt_long(h, CURLOPT_HTTPGET, 1), "HTTPGET")
+        case "HEAD":
+            try check(cloudsync_curl_setopt_long(h, CURLOPT_NOBODY, 1), "NOBODY")
+        default:
+            if method != "POST" {
+                try check(cloudsync_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, method), "CUSTOMREQUEST")
+            }
+            if method == "POST" || request.body != nil {
+                let body = request.body ?? Data()
+                try check(cloudsync_curl_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)), "POSTFIELDSIZE_LARGE")
+                // COPYPOSTFIELDS copies `POSTFIELDSIZE_LARGE` bytes now, so `body` need not outlive this call.
+                let rc = body.withUnsafeBytes { raw -> CURLcode in
+                    let empty: StaticString = ""
+                    let pointer = raw.baseAddress ?? UnsafeRawPointer(empty.utf8Start)
+                    return cloudsync_curl_setopt_pointer(h, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: pointer))
+                }
+                try check(rc, "COPYPOSTFIELDS")
+            }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        // curl would add "Expect: 100-continue" to larger bodies and wait for the answer; bodies are small.
+        var lines = ["Expect:"]
+        for (name, value) in request.headers.fields + extraHeaders.map({ (name: $0.0, value: $0.1) }) {
+            // "Name;" is curl's spelling of a header with an empty value; "Name:" would remove it.
+            lines.append(value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        for line in lines {
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                throw ProviderError(.transient, "curl_slist_append failed (out of memory?)")
+            }
+            list = appended
+        }
+        headerList = list
+        try check(cloudsync_curl_setopt_slist(h, CURLOPT_HTTPHEADER, list), "HTTPHEADER")
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        try check(cloudsync_curl_setopt_header(h) { buffer, size, count, user in
+            guard let buffer, let user else { return 0 }
+            let exchange = Unmanaged<Exchange>.fromOpaque(user).takeUnretainedValue()
+            return exchange.onHeader(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        }, "HEADERFUNCTION")
+        try check(cloudsync_curl_setopt_pointer(h, CURLOPT_HEADERDATA, me), "HEADERDATA")
+        try check(cloudsync_curl_setopt_write(h) { buffer, size, count, user in
+            guard let user else { return 0 }
+            let exchange = Unmanaged<Exchange>.fromOpaque(user).takeUnretainedValue()
+            return exchange.onBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        }, "WRITEFUNCTION")
+        try check(cloudsync_curl_setopt_pointer(h, CURLOPT_WRITEDATA, me), "WRITEDATA")
+        try check(cloudsync_curl_setopt_xferinfo(h) { user, _, _, _, _ in
+            guard let user else { return 0 }
+            let exchange = Unmanaged<Exchange>.fromOpaque(user).takeUnretainedValue()
+            return exchange.cancelled.load(ordering: .relaxed) ? 1 : 0
+        }, "XFERINFOFUNCTION")
+        try check(cloudsync_curl_setopt_pointer(h, CURLOPT_XFERINFODATA, me), "XFERINFODATA")
+        try check(cloudsync_curl_setopt_long(h, CURLOPT_NOPROGRESS, 0), "NOPROGRESS")
+    }
+
+    // MARK: callbacks (loop thread)
+
+    private func onHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var line = String(decoding: bytes, as: UTF8.self)
+        while line.hasSuffix("\n") || line.hasSuffix("\r") { line.removeLast() }
+        if line.hasPrefix("HTTP/") {
+            // A new status line: an interim 1xx answer is forgotten.
+            let parts = line.split(separator: " ", maxSplits: 2)
+            status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            headers = HTTPHeaders()
+            headComplete = false
+        } else if line.isEmpty {
+            if status >= 100 && status < 200 { return bytes.count }
+            headComplete = true
+            decideTarget()
+            if failure != nil { return 0 }
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers.add(name, value)
+        }
+        return bytes.count
+    }
+
+    /// Runs once the final head is in, before any body byte: checks ranged answers and picks where bytes go.
+    private func decideTarget() {
+        switch mode {
+        case .collect(let limit):
+            target = (300..<400).contains(status) && headers["Location"] != nil
+                ? .discard : .collect(limit: limit, failIfExceeded: true)
+        case .download(let range, let sink, let errorLimit):
+            switch status {
+            case 206:
+                guard let header = headers["Content-Range"], let cr = ContentRange(header), let got = cr.range else {
+                    failure = ProviderError(.invalidResponse, "\(hostDescription) answered 206 without a valid Content-Range; the server is misbehaving, retry later", status: 206)
+                    return
+                }
+                if let range {
+                    // The server may end a range early only at the end of the file.
+                    let endsEarlyAtEOF = got.upperBound < range.upperBound && cr.total.map { got.upperBound == $0 - 1 } == true
+                    guard got.lowerBound == range.lowerBound, got.upperBound == range.upperBound || endsEarlyAtEOF else {
+                        failure = ProviderError(.invalidResponse, "\(hostDescription) answered bytes \(got.lowerBound)-\(got.upperBound) to a request for \(range.lowerBound)-\(range.upperBound); nothing was written, retry", status: 206)
+                        return
+                    }
+                }
+                totalSize = cr.total
+                deliveredStart = got.lowerBound
+                target = .sink(sink, offset: got.lowerBound, skip: 0, end: got.upperBound + 1)
+            case 200:
+                rangeIgnored = range != nil
+                let skip = range?.lowerBound ?? 0
+                deliveredStart = skip
+                if headers["Content-Encoding"] == nil, let length = headers["Content-Length"].flatMap({ Int64($0) }) {
+                    totalSize = length
+                }
+                target = .sink(sink, offset: 0, skip: skip, end: nil)
+            default:
+                if status == 416, let header = headers["Content-Range"], let cr = ContentRange(header) {
+                    totalSize = cr.total
+                }
+                target = (300..<400).contains(status) && headers["Location"] != nil
+                    ? .discard : .collect(limit: errorLimit, failIfExceeded: false)
+            }
+        }
+    }
+
+    private func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if failure != nil { return 0 }
+        if let limiter, !limiter.admit(bytes.count) {
+            loop?.paused.append(self)
+            return cloudsync_curl_writefunc_pause()
+        }
+        switch target {
+        case .discard:
+            return bytes.count
+        case .collect(let limit, let failIfExceeded):
+            if body.count + bytes.count > limit {
+                if failIfExceeded {
+                    failure = ProviderError(.invalidResponse, "\(hostDescription) sent a response larger than \(ByteSize.format(Int64(limit))); this is not an API answer, check the remote's URL settings")
+                    return 0
+                }
+                body.append(contentsOf: bytes.prefix(max(0, limit - body.count)))
+                return bytes.count
+            }
+            body.append(contentsOf: bytes)
+            return bytes.count
+        case .sink(let sink, var offset, var skip, let end):
+            var chunk = bytes[...]
+            if skip > 0 {
+                let n = Int(min(skip, Int64(chunk.count)))
+                chunk = chunk.dropFirst(n)
+                skip -= Int64(n)
+                offset += Int64(n)
+            }
+            if !chunk.isEmpty {
+                if let end, offset + Int64(chunk.count) > end {
+                    failure = ProviderError(.invalidResponse, "\(hostDescription) sent more bytes than its Content-Range announced; retry", status: status)
+                    return 0
+                }
+                do {
+                    try sink.write(UnsafeRawBufferPointer(rebasing: chunk), at: offset)
+                } catch {
+                    failure = error
+                    return 0
+                }
+                offset += Int64(chunk.count)
+            }
+            target = .sink(sink, offset: offset, skip: skip, end: end)
+            return bytes.count
+        }
+    }
+
+    private var deliveredEnd: Int64 {
+        if case .sink(_, let offset, _, _) = target { return max(offset, deliveredStart) }
+        return deliveredStart
+    }
+
+    // MARK: completion (loop thread)
+
+    func result(for code: CURLcode) -> Result<ExchangeResult, any Error> {
+        if let failure { return .failure(failure) }
+        if code == CURLE_ABORTED_BY_CALLBACK && cancelled.load(ordering: .relaxed) {
+            return .failure(CancellationError())
+        }
+        guard code == CURLE_OK else { return .failure(networkError(code)) }
+        var delivered = deliveredStart..<deliveredEnd
+        if case .sink = target {} else { delivered = deliveredStart..<deliveredStart }
+        return .success(ExchangeResult(status: status, headers: headers, body: body, delivered: delivered,
+                                       rangeIgnored: rangeIgnored, totalSize: totalSize))
+    }
+
+    private func networkError(_ code: CURLcode) -> ProviderError {
+        var detail = String(cString: errorBuffer)
+        if detail.isEmpty { detail = String(cString: curl_easy_strerror(code)) }
+        // curl's messages name hosts and ports, not URLs; strip anything after '?' all the same.
+        if let q = detail.firstIndex(of: "?") { detail = String(detail[..<q]) + "…" }
+        let host = hostDescription
+        let delivered = deliveredStart..<deliveredEnd
+        let cause = InterruptedTransfer(delivered: delivered, curlCode: Int(code.rawValue), detail: detail)
+        switch code {
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+            return ProviderError(.configuration, "cannot use the URL for \(host): \(detail); check the remote's URL settings", cause: cause)
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+             CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            return ProviderError(.configuration, "TLS with \(host) failed: \(detail); check the URL, the system CA certificates (ca-certificates) and the clock", cause: cause)
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_RANGE_ERROR:
+            return ProviderError(.invalidResponse, "\(host) sent a malformed HTTP answer: \(detail); retry later or check the remote's URL", cause: cause)
+        default:
+            return ProviderError(.transient, "network error talking to \(host): \(detail); check the connection, cloudsync retries", cause: cause)
+        }
+    }
+
+    /// Resumes the waiting task exactly once.
+    func complete(with result: Result<ExchangeResult, any Error>) {
+        guard let c = continuation else { return }
+        continuation = nil
+        c.resume(with: result)
+    }
+}
