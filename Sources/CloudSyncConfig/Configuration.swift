@@ -256,7 +256,8 @@ func expandingTilde(_ path: String, environment: [String: String]) -> URL {
     return URL(fileURLWithPath: path)
 }
 
-/// The closest of `candidates` to `word` when it is close enough to be a likely typo.
+/// The closest of `candidates` to `word` when it is close enough to be a likely typo (a third of
+/// the candidate's letters at most, and never a replacement of the whole word).
 func suggestion(for word: String, among candidates: [String]) -> String? {
     let lower = word.lowercased()
     var best: (String, Int)?
@@ -265,7 +266,7 @@ func suggestion(for word: String, among candidates: [String]) -> String? {
         if best == nil || distance < best?.1 ?? .max { best = (candidate, distance) }
     }
     guard let (candidate, distance) = best else { return nil }
-    return distance <= max(2, candidate.count / 3) ? candidate : nil
+    return distance <= max(1, candidate.count / 3) && distance < min(word.count, candidate.count) ? candidate : nil
 }
 
 func editDistance(_ a: String, _ b: String) -> Int {
