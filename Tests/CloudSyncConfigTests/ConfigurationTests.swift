@@ -143,7 +143,7 @@ struct ConfigurationTests {
         ("[audio]\nextensions = [\"mp3\", 3]", "t.toml:2:22: extensions must contain only strings, got integer"),
         ("[audio]\nextensions = [\"a/b\"]", "t.toml:2:15: \"a/b\" is not a file extension; write it like \"flac\""),
         ("[pull]\njobs 4", "t.toml:2:6: expected '=' after key \"jobs\", found '4'"),
-        ("[pull]\njobs = 4\njobs = 5", "t.toml:3:1: key jobs is defined twice; it is already a integer value defined at line 2"),
+        ("[pull]\njobs = 4\njobs = 5", "t.toml:3:1: key jobs is defined twice; it was first defined at line 2 as an integer value"),
     ]
 
     @Test("each schema error has one message at the exact file:line:column", arguments: schemaErrors)
