@@ -131,6 +131,7 @@ struct FuzzTests {
                 }
             }
         }
+        print("config fuzz: \(parsed) mutated files accepted, \(rejected) rejected with a positioned error")
         #expect(parsed + rejected == 3000)
         #expect(rejected > 0, "seed \(seed): no mutation was rejected; the mutator is not mutating")
     }
