@@ -43,7 +43,7 @@ public enum TOMLParser {
                 continue
             }
             let length: Int
-            var minimum: UInt32
+            let minimum: UInt32
             var scalar: UInt32
             switch c {
             case 0xC2...0xDF: length = 2; minimum = 0x80; scalar = UInt32(c & 0x1F)
@@ -58,7 +58,6 @@ public enum TOMLParser {
                 scalar = scalar << 6 | UInt32(cont & 0x3F)
             }
             if scalar < minimum || scalar > 0x10FFFF || (0xD800...0xDFFF).contains(scalar) { return i }
-            minimum = 0
             i += length
         }
         return nil
@@ -121,7 +120,8 @@ private enum Child {
 
     var description: String {
         switch self {
-        case .value(let node): "a \(node.value.typeName) value"
+        case .value(let node):
+            (node.value.typeName.first.map { "aeiou".contains($0) } == true ? "an " : "a ") + "\(node.value.typeName) value"
         case .table(let builder):
             switch builder.kind {
             case .inline: "an inline table"
@@ -358,7 +358,7 @@ private struct TOMLSyntax {
                 table.children[last.name] = .tableArray(elements + [element], position: position)
                 return element
             case .some(let other):
-                throw error("cannot define [[\(name)]]: \(name) is already \(other.description) defined at line \(other.position.line)",
+                throw error("cannot define [[\(name)]]: \(name) is already \(other.description) (line \(other.position.line))",
                             at: headerPosition)
             }
         }
@@ -376,7 +376,7 @@ private struct TOMLSyntax {
             throw error("table [\(name)] is defined twice; it was first defined at line \(builder.position.line)",
                         at: headerPosition)
         case .some(let other):
-            throw error("cannot define table [\(name)]: \(name) is already \(other.description) defined at line \(other.position.line)",
+            throw error("cannot define table [\(name)]: \(name) is already \(other.description) (line \(other.position.line))",
                         at: headerPosition)
         }
     }
@@ -433,13 +433,13 @@ private struct TOMLSyntax {
             case .table(let existing) where existing.kind == .dotted:
                 table = existing
             case .some(let other):
-                throw error("cannot add keys to \(joined(key[...offset])) with a dotted key: it is already \(other.description) defined at line \(other.position.line)",
+                throw error("cannot add keys to \(joined(key[...offset])) with a dotted key: it is already \(other.description) (line \(other.position.line))",
                             at: segment.position)
             }
         }
         guard let last = key.last else { return }
         if let existing = table.children[last.name] {
-            throw error("key \(joined(key)) is defined twice; it is already \(existing.description) defined at line \(existing.position.line)",
+            throw error("key \(joined(key)) is defined twice; it was first defined at line \(existing.position.line) as \(existing.description)",
                         at: last.position)
         }
         table.insert(last.name, value, at: last.position)

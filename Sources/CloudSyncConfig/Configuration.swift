@@ -1,0 +1,287 @@
+import CloudSyncCore
+import Foundation
+
+/// The cloud services cloudsync can mirror from.
+public enum ProviderKind: String, CaseIterable, Sendable, Hashable {
+    case dropbox, gdrive, onedrive, yandex, webdav
+}
+
+/// How a WebDAV remote authenticates: `basic` (user/password), `bearer` (a fixed `access_token`)
+/// or `oauth` (tokens refreshed at `token_url`).
+public enum WebDAVAuth: String, CaseIterable, Sendable, Hashable {
+    case basic, bearer, oauth
+}
+
+/// `[cache]`: where the shared cache lives and how big it may grow.
+public struct CacheSettings: Sendable, Hashable {
+    /// The cache root (`cache.dir`, `~` expanded); default `$XDG_CACHE_HOME/cloudsync`, else `~/.cache/cloudsync`.
+    public var dir: URL
+    /// Eviction starts above this many bytes (default 10 GiB).
+    public var maxSize: Int64
+    /// Entries not accessed for this long are evicted (default 90 days).
+    public var maxAge: TimeInterval
+    /// Bytes written between fdatasync + index commits of a partial file (default 8 MiB).
+    public var checkpoint: Int64
+
+    public init(dir: URL, maxSize: Int64 = 10 << 30, maxAge: TimeInterval = 90 * 86400, checkpoint: Int64 = 8 << 20) {
+        self.dir = dir
+        self.maxSize = maxSize
+        self.maxAge = maxAge
+        self.checkpoint = checkpoint
+    }
+}
+
+/// `[pull]`: how downloads are scheduled.
+public struct PullSettings: Sendable, Hashable {
+    /// Files fetched at once, 1...64 (default 4).
+    public var jobs: Int
+    /// Bytes per ranged GET (default 8 MiB).
+    public var chunkSize: Int64
+    /// Bytes per second over all workers; nil means no limit (`"off"`, the default).
+    public var bwlimit: Int64?
+    /// Attempts after the first for a retryable failure (default 10).
+    public var retries: Int
+    /// Bytes of each track fetched first by `--head-first` (default 512 KiB).
+    public var headFirst: Int64
+
+    public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, bwlimit: Int64? = nil, retries: Int = 10,
+                headFirst: Int64 = 512 << 10) {
+        self.jobs = jobs
+        self.chunkSize = chunkSize
+        self.bwlimit = bwlimit
+        self.retries = retries
+        self.headFirst = headFirst
+    }
+}
+
+/// One `[remote.NAME]` section. Optional values are nil when the file does not set them, so each
+/// provider adapter applies its own documented default (endpoints, client ids).
+public struct RemoteConfig: Sendable, Hashable {
+    public var name: String
+    public var provider: ProviderKind
+    /// The remote folder mirrored, always starting with "/" and without a trailing "/" ("/" = everything).
+    public var root: String
+    /// Replaces the documented `https://HOST` of the provider's API endpoint.
+    public var apiURL: URL?
+    /// Replaces the documented `https://HOST` of the provider's content (download) endpoint.
+    public var contentURL: URL?
+    /// Full URL of the OAuth token endpoint.
+    public var tokenURL: URL?
+    /// Full URL of the OAuth authorization endpoint.
+    public var authURL: URL?
+    /// Full URL of the OAuth device-authorization endpoint.
+    public var deviceURL: URL?
+    public var clientID: String?
+    public var clientSecret: String?
+    public var accessToken: String?
+    public var refreshToken: String?
+    /// WebDAV: the collection URL (required for webdav).
+    public var url: URL?
+    public var user: String?
+    public var password: String?
+    /// WebDAV: a command whose standard output (first line) is the password.
+    public var passwordCommand: String?
+    /// WebDAV only; `.basic` for every other provider.
+    public var webdavAuth: WebDAVAuth
+    /// Google Drive only: download files Drive flags as abuse (`acknowledgeAbuse=true`).
+    public var acknowledgeAbuse: Bool
+    /// Line of the `[remote.NAME]` header (0 when built in code).
+    public var line: Int
+
+    public init(name: String, provider: ProviderKind, root: String = "/", apiURL: URL? = nil, contentURL: URL? = nil,
+                tokenURL: URL? = nil, authURL: URL? = nil, deviceURL: URL? = nil, clientID: String? = nil,
+                clientSecret: String? = nil, accessToken: String? = nil, refreshToken: String? = nil, url: URL? = nil,
+                user: String? = nil, password: String? = nil, passwordCommand: String? = nil,
+                webdavAuth: WebDAVAuth = .basic, acknowledgeAbuse: Bool = false, line: Int = 0) {
+        self.name = name
+        self.provider = provider
+        self.root = root
+        self.apiURL = apiURL
+        self.contentURL = contentURL
+        self.tokenURL = tokenURL
+        self.authURL = authURL
+        self.deviceURL = deviceURL
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.url = url
+        self.user = user
+        self.password = password
+        self.passwordCommand = passwordCommand
+        self.webdavAuth = webdavAuth
+        self.acknowledgeAbuse = acknowledgeAbuse
+        self.line = line
+    }
+}
+
+/// The whole typed configuration of cloudsync, with every default applied.
+public struct Configuration: Sendable {
+    public var cache: CacheSettings
+    public var pull: PullSettings
+    public var audio: AudioFilter
+    /// In the order their sections appear in the file.
+    public var remotes: [RemoteConfig]
+    /// The file it was read from, as given; nil when built in code.
+    public var file: String?
+    /// Values that came from `env:VAR`, by dotted key ("remote.music.password" → "MUSIC_PASSWORD");
+    /// `renderMasked()` prints these as `env:VAR`.
+    public var environmentReferences: [String: String]
+
+    public init(cache: CacheSettings, pull: PullSettings = PullSettings(), audio: AudioFilter = AudioFilter(),
+                remotes: [RemoteConfig] = [], file: String? = nil, environmentReferences: [String: String] = [:]) {
+        self.cache = cache
+        self.pull = pull
+        self.audio = audio
+        self.remotes = remotes
+        self.file = file
+        self.environmentReferences = environmentReferences
+    }
+
+    /// Reads and validates the file at `path`. A missing or unreadable file is an error that says
+    /// where cloudsync looked and what to do.
+    public static func load(path: URL, environment: [String: String]) throws(ConfigError) -> Configuration {
+        let data: Data
+        do {
+            data = try Data(contentsOf: path)
+        } catch {
+            if !FileManager.default.fileExists(atPath: path.path) {
+                throw ConfigError(file: path.path, message: "no configuration file here; copy config.example.toml "
+                    + "to \(path.path) and add a [remote.NAME] section (or pass --config FILE, or set CLOUDSYNC_CONFIG)")
+            }
+            throw ConfigError(file: path.path, message: "cannot read the configuration file (\(error.localizedDescription)); check its permissions")
+        }
+        let table = try TOMLParser.parse(bytes: [UInt8](data), file: path.path)
+        return try Configuration(table: table, file: path.path, environment: environment)
+    }
+
+    /// Parses and validates configuration text; `file` labels errors.
+    public static func parse(text: String, file: String, environment: [String: String]) throws(ConfigError) -> Configuration {
+        let table = try TOMLParser.parse(text, file: file)
+        return try Configuration(table: table, file: file, environment: environment)
+    }
+
+    /// Validates a parsed document against the schema.
+    public init(table: TOMLTable, file: String, environment: [String: String]) throws(ConfigError) {
+        var reader = SchemaReader(file: file, environment: environment)
+        self = try reader.read(table)
+        self.file = file
+        self.environmentReferences = reader.environmentReferences
+    }
+
+    /// The remotes a command works on: `remote` alone selects that one remote, `provider` every remote
+    /// of that provider (both: the named remote, which must use that provider), neither all of them.
+    /// Errors: no remotes configured, an unknown remote name (lists the known ones), an unknown
+    /// provider, or no remote for the provider.
+    public func select(remote: String?, provider: String?) throws(ConfigError) -> [RemoteConfig] {
+        let label = file ?? "configuration"
+        guard !remotes.isEmpty else {
+            throw ConfigError(file: label, message: "no remotes are configured; add a [remote.NAME] section with "
+                + "provider = \"dropbox\" (or gdrive, onedrive, yandex, webdav), see config.example.toml")
+        }
+        var kind: ProviderKind?
+        if let provider {
+            guard let parsed = ProviderKind(rawValue: provider.lowercased()) else {
+                let hint = suggestion(for: provider, among: ProviderKind.allCases.map(\.rawValue)).map { "; did you mean '\($0)'?" } ?? ""
+                throw ConfigError(file: label, message: "unknown provider '\(provider)'; valid providers: "
+                    + ProviderKind.allCases.map(\.rawValue).joined(separator: ", ") + hint)
+            }
+            kind = parsed
+        }
+        if let remote {
+            guard let found = remotes.first(where: { $0.name == remote }) else {
+                let hint = suggestion(for: remote, among: remotes.map(\.name)).map { "; did you mean '\($0)'?" } ?? ""
+                throw ConfigError(file: label, message: "unknown remote '\(remote)'; configured remotes: "
+                    + remotes.map(\.name).joined(separator: ", ") + hint)
+            }
+            if let kind, found.provider != kind {
+                throw ConfigError(file: label, line: found.line, column: 1,
+                                  message: "remote '\(remote)' uses provider \(found.provider.rawValue), not \(kind.rawValue)")
+            }
+            return [found]
+        }
+        if let kind {
+            let matching = remotes.filter { $0.provider == kind }
+            guard !matching.isEmpty else {
+                throw ConfigError(file: label, message: "no remote uses provider \(kind.rawValue); configured remotes: "
+                    + remotes.map { "\($0.name) (\($0.provider.rawValue))" }.joined(separator: ", "))
+            }
+            return matching
+        }
+        return remotes
+    }
+}
+
+/// Where the configuration file is.
+public enum ConfigLocation {
+    /// `explicit` (from `--config`), else `$CLOUDSYNC_CONFIG`, else `$XDG_CONFIG_HOME/cloudsync/config.toml`,
+    /// else `~/.config/cloudsync/config.toml`. Empty variables count as unset; `~` is expanded.
+    public static func resolve(explicit: String?, environment: [String: String]) -> URL {
+        if let explicit, !explicit.isEmpty { return expandingTilde(explicit, environment: environment) }
+        if let path = environment["CLOUDSYNC_CONFIG"], !path.isEmpty { return expandingTilde(path, environment: environment) }
+        return xdgDirectory("XDG_CONFIG_HOME", fallback: ".config", environment: environment)
+            .appendingPathComponent("cloudsync").appendingPathComponent("config.toml")
+    }
+}
+
+/// Where cloudsync keeps state that is not cache (tokens, logs).
+public enum StateLocation {
+    /// `$XDG_STATE_HOME/cloudsync`, else `~/.local/state/cloudsync`.
+    public static func resolve(environment: [String: String]) -> URL {
+        xdgDirectory("XDG_STATE_HOME", fallback: ".local/state", environment: environment).appendingPathComponent("cloudsync")
+    }
+}
+
+/// The default cache directory: `$XDG_CACHE_HOME/cloudsync`, else `~/.cache/cloudsync`.
+public enum CacheLocation {
+    public static func resolve(environment: [String: String]) -> URL {
+        xdgDirectory("XDG_CACHE_HOME", fallback: ".cache", environment: environment).appendingPathComponent("cloudsync")
+    }
+}
+
+func homeDirectory(_ environment: [String: String]) -> URL {
+    if let home = environment["HOME"], !home.isEmpty { return URL(fileURLWithPath: home, isDirectory: true) }
+    return FileManager.default.homeDirectoryForCurrentUser
+}
+
+/// The XDG base directory in `variable` when set to an absolute path, else `~/fallback`.
+func xdgDirectory(_ variable: String, fallback: String, environment: [String: String]) -> URL {
+    if let value = environment[variable], value.hasPrefix("/") { return URL(fileURLWithPath: value, isDirectory: true) }
+    return homeDirectory(environment).appendingPathComponent(fallback, isDirectory: true)
+}
+
+func expandingTilde(_ path: String, environment: [String: String]) -> URL {
+    if path == "~" { return homeDirectory(environment) }
+    if path.hasPrefix("~/") { return homeDirectory(environment).appendingPathComponent(String(path.dropFirst(2))) }
+    return URL(fileURLWithPath: path)
+}
+
+/// The closest of `candidates` to `word` when it is close enough to be a likely typo (a third of
+/// the candidate's letters at most, and never a replacement of the whole word).
+func suggestion(for word: String, among candidates: [String]) -> String? {
+    let lower = word.lowercased()
+    var best: (String, Int)?
+    for candidate in candidates {
+        let distance = editDistance(lower, candidate.lowercased())
+        if best == nil || distance < best?.1 ?? .max { best = (candidate, distance) }
+    }
+    guard let (candidate, distance) = best else { return nil }
+    return distance <= max(1, candidate.count / 3) && distance < min(word.count, candidate.count) ? candidate : nil
+}
+
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    var current = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        current[0] = i
+        for j in 1...b.count {
+            let cost = a[i - 1] == b[j - 1] ? 0 : 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+        }
+        swap(&previous, &current)
+    }
+    return previous[b.count]
+}

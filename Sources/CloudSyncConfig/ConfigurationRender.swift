@@ -1,0 +1,105 @@
+import CloudSyncCore
+import Foundation
+
+extension Configuration {
+    /// The effective configuration as TOML, for `cloudsync config show`: every section with its defaults
+    /// filled in, remotes in file order. Secrets (client_secret, access_token, refresh_token, password)
+    /// print as "********"; values that came from `env:VAR` print as `env:VAR`, never their value.
+    /// The output parses back to the same configuration when the referenced variables are set (masked
+    /// secrets excepted).
+    public func renderMasked() -> String {
+        var lines: [String] = []
+        if let file { lines.append("# effective configuration from \(file); secrets masked") }
+        lines.append("[cache]")
+        lines.append(entry("cache.dir", "dir", .text(cache.dir.path)))
+        lines.append(entry("cache.max_size", "max_size", .text(Self.renderSize(cache.maxSize))))
+        lines.append(entry("cache.max_age", "max_age", .text(Self.renderDuration(cache.maxAge))))
+        lines.append(entry("cache.checkpoint", "checkpoint", .text(Self.renderSize(cache.checkpoint))))
+        lines.append("")
+        lines.append("[pull]")
+        lines.append("jobs = \(pull.jobs)")
+        lines.append(entry("pull.chunk_size", "chunk_size", .text(Self.renderSize(pull.chunkSize))))
+        lines.append(entry("pull.bwlimit", "bwlimit", .text(pull.bwlimit.map { Self.renderSize($0) + "/s" } ?? "off")))
+        lines.append("retries = \(pull.retries)")
+        lines.append(entry("pull.head_first", "head_first", .text(Self.renderSize(pull.headFirst))))
+        lines.append("")
+        lines.append("[audio]")
+        lines.append("extensions = [" + audio.extensions.sorted().map(Self.quoted).joined(separator: ", ") + "]")
+        for remote in remotes {
+            let path = "remote.\(remote.name)"
+            lines.append("")
+            let header = remote.name.contains(".") ? Self.quoted(remote.name) : remote.name
+            lines.append("[remote.\(header)]")
+            lines.append("provider = \(Self.quoted(remote.provider.rawValue))")
+            lines.append(entry(path + ".root", "root", .text(remote.root)))
+            let optional: [(String, String?)] = [
+                ("api_url", remote.apiURL?.absoluteString), ("content_url", remote.contentURL?.absoluteString),
+                ("token_url", remote.tokenURL?.absoluteString), ("auth_url", remote.authURL?.absoluteString),
+                ("device_url", remote.deviceURL?.absoluteString), ("client_id", remote.clientID),
+                ("client_secret", remote.clientSecret), ("access_token", remote.accessToken),
+                ("refresh_token", remote.refreshToken), ("url", remote.url?.absoluteString), ("user", remote.user),
+                ("password", remote.password), ("password_command", remote.passwordCommand),
+            ]
+            for (key, value) in optional {
+                guard let value else { continue }
+                lines.append(entry(path + "." + key, key, Schema.secrets.contains(key) ? .secret : .text(value)))
+            }
+            if remote.provider == .webdav { lines.append("auth = \(Self.quoted(remote.webdavAuth.rawValue))") }
+            if remote.provider == .gdrive { lines.append("acknowledge_abuse = \(remote.acknowledgeAbuse)") }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private enum Shown {
+        case text(String)
+        case secret
+    }
+
+    private func entry(_ path: String, _ key: String, _ value: Shown) -> String {
+        if let variable = environmentReferences[path] { return "\(key) = \(Self.quoted("env:" + variable))" }
+        switch value {
+        case .text(let text): return "\(key) = \(Self.quoted(text))"
+        case .secret: return "\(key) = \"********\""
+        }
+    }
+
+    /// A TOML basic string.
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    let hex = String(scalar.value, radix: 16, uppercase: true)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    /// Exact and parseable by `ByteSize.parse`: "10GiB", "512KiB", "1000".
+    static func renderSize(_ bytes: Int64) -> String {
+        for (unit, factor) in [("TiB", Int64(1) << 40), ("GiB", Int64(1) << 30), ("MiB", Int64(1) << 20), ("KiB", Int64(1) << 10)]
+        where bytes >= factor && bytes % factor == 0 {
+            return "\(bytes / factor)\(unit)"
+        }
+        return "\(bytes)"
+    }
+
+    /// Exact and parseable by `TimeSpan.parse`: "90d", "12h", "90s", "1.5s".
+    static func renderDuration(_ seconds: TimeInterval) -> String {
+        for (unit, factor) in [("w", 604800.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0)]
+        where seconds >= factor && seconds.truncatingRemainder(dividingBy: factor) == 0 {
+            return "\(Int64(seconds / factor))\(unit)"
+        }
+        return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int64(seconds))s" : "\(seconds)s"
+    }
+}

@@ -1,0 +1,297 @@
+import CloudSyncCore
+import Foundation
+
+/// The keys each section accepts, in the order `config.example.toml` and `renderMasked()` use.
+enum Schema {
+    static let sections = ["cache", "pull", "audio", "remote"]
+    static let cache = ["dir", "max_size", "max_age", "checkpoint"]
+    static let pull = ["jobs", "chunk_size", "bwlimit", "retries", "head_first"]
+    static let audio = ["extensions"]
+    static let remote = [
+        "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
+        "client_secret", "access_token", "refresh_token", "url", "user", "password", "password_command", "auth",
+        "acknowledge_abuse",
+    ]
+    /// Values never printed.
+    static let secrets: Set<String> = ["client_secret", "access_token", "refresh_token", "password"]
+    /// Keys that only make sense for one provider.
+    static let onlyFor: [String: ProviderKind] = [
+        "url": .webdav, "user": .webdav, "password": .webdav, "password_command": .webdav, "auth": .webdav,
+        "acknowledge_abuse": .gdrive,
+    ]
+}
+
+/// Reads a parsed document into a `Configuration`, one error at a time, each at the offending position.
+struct SchemaReader {
+    let file: String
+    let environment: [String: String]
+    private(set) var environmentReferences: [String: String] = [:]
+
+    init(file: String, environment: [String: String]) {
+        self.file = file
+        self.environment = environment
+    }
+
+    func fail(_ message: String, at position: TOMLPosition) -> ConfigError {
+        ConfigError(file: file, position: position, message: message)
+    }
+
+    mutating func read(_ root: TOMLTable) throws(ConfigError) -> Configuration {
+        for (key, node) in root.entries where !Schema.sections.contains(key) {
+            let at = root.keyPosition(key) ?? node.position
+            let hint = suggestion(for: key, among: Schema.sections).map { "; did you mean [\($0)]?" }
+                ?? "; valid sections: [cache], [pull], [audio], [remote.NAME]"
+            if case .table = node.value {
+                throw fail("unknown table [\(key)]" + hint, at: at)
+            }
+            throw fail("unknown key '\(key)' at the top level" + hint, at: at)
+        }
+        let cacheTable = try section("cache", in: root, allowed: Schema.cache)
+        let pullTable = try section("pull", in: root, allowed: Schema.pull)
+        let audioTable = try section("audio", in: root, allowed: Schema.audio)
+
+        var cache = CacheSettings(dir: CacheLocation.resolve(environment: environment))
+        if let (dir, at) = try string("dir", in: cacheTable, path: "cache") {
+            guard !dir.isEmpty else { throw fail("dir must not be empty; remove it to use the default", at: at) }
+            cache.dir = expandingTilde(dir, environment: environment)
+        }
+        cache.maxSize = try size("max_size", in: cacheTable, path: "cache", default: cache.maxSize)
+        cache.maxAge = try duration("max_age", in: cacheTable, path: "cache", default: cache.maxAge)
+        cache.checkpoint = try size("checkpoint", in: cacheTable, path: "cache", default: cache.checkpoint)
+
+        var pull = PullSettings()
+        if let (jobs, at) = try integer("jobs", in: pullTable) {
+            guard (1...64).contains(jobs) else { throw fail("jobs must be between 1 and 64, got \(jobs)", at: at) }
+            pull.jobs = Int(jobs)
+        }
+        pull.chunkSize = try size("chunk_size", in: pullTable, path: "pull", default: pull.chunkSize)
+        if let (text, at) = try string("bwlimit", in: pullTable, path: "pull") {
+            if text.lowercased() == "off" {
+                pull.bwlimit = nil
+            } else {
+                guard let rate = ByteSize.parseRate(text), rate > 0 else {
+                    throw fail("bwlimit must be \"off\" or a rate like \"2MiB/s\", got \"\(text)\"", at: at)
+                }
+                pull.bwlimit = rate
+            }
+        }
+        if let (retries, at) = try integer("retries", in: pullTable) {
+            guard (0...1000).contains(retries) else { throw fail("retries must be between 0 and 1000, got \(retries)", at: at) }
+            pull.retries = Int(retries)
+        }
+        pull.headFirst = try size("head_first", in: pullTable, path: "pull", default: pull.headFirst)
+
+        var audio = AudioFilter()
+        if let audioTable, let node = audioTable["extensions"] {
+            guard case .array(let items) = node.value else {
+                throw fail("extensions must be an array of strings like [\"mp3\", \"flac\"], got \(node.value.typeName)", at: node.position)
+            }
+            var extensions: [String] = []
+            for (index, item) in items.enumerated() {
+                guard case .string = item.value else {
+                    throw fail("extensions must contain only strings, got \(item.value.typeName)", at: item.position)
+                }
+                let value = try resolve(item, path: "audio.extensions[\(index)]")
+                let trimmed = value.hasPrefix(".") ? String(value.dropFirst()) : value
+                guard !trimmed.isEmpty, !trimmed.contains("/"), !trimmed.contains(".") else {
+                    throw fail("\"\(value)\" is not a file extension; write it like \"flac\"", at: item.position)
+                }
+                extensions.append(trimmed)
+            }
+            audio = AudioFilter(extensions: extensions)
+        }
+
+        var remotes: [RemoteConfig] = []
+        if let remoteNode = root["remote"] {
+            guard case .table(let remoteTable) = remoteNode.value else {
+                throw fail("remote must hold tables like [remote.music], got \(remoteNode.value.typeName)", at: remoteNode.position)
+            }
+            for (name, node) in remoteTable.entries {
+                remotes.append(try remote(name: name, node: node, keyPosition: remoteTable.keyPosition(name) ?? node.position))
+            }
+        }
+        return Configuration(cache: cache, pull: pull, audio: audio, remotes: remotes, file: file)
+    }
+
+    // MARK: Remotes
+
+    static func isValidRemoteName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first != "." else { return false }
+        return name.unicodeScalars.allSatisfy { c in
+            (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c == "-" || c == "_" || c == "."
+        }
+    }
+
+    mutating func remote(name: String, node: TOMLNode, keyPosition: TOMLPosition) throws(ConfigError) -> RemoteConfig {
+        guard SchemaReader.isValidRemoteName(name) else {
+            throw fail("invalid remote name \"\(name)\": use letters, digits, '-', '_' and '.' (not first)", at: keyPosition)
+        }
+        guard case .table(let table) = node.value else {
+            throw fail("remote.\(name) must be a table ([remote.\(name)]), got \(node.value.typeName)", at: node.position)
+        }
+        let path = "remote.\(name)"
+        try checkKeys(table, allowed: Schema.remote, section: "[remote.\(name)]")
+        guard let (providerName, providerAt) = try string("provider", in: table, path: path) else {
+            throw fail("remote \"\(name)\" has no provider; add provider = \"dropbox\" (or "
+                + ProviderKind.allCases.dropFirst().map(\.rawValue).joined(separator: ", ") + ")", at: table.position)
+        }
+        guard let provider = ProviderKind(rawValue: providerName) else {
+            let hint = suggestion(for: providerName, among: ProviderKind.allCases.map(\.rawValue)).map { " (did you mean '\($0)'?)" } ?? ""
+            throw fail("unknown provider \"\(providerName)\"\(hint); valid providers: "
+                + ProviderKind.allCases.map(\.rawValue).joined(separator: ", "), at: providerAt)
+        }
+        for key in table.keys {
+            if let only = Schema.onlyFor[key], only != provider {
+                throw fail("key '\(key)' applies only to \(only.rawValue) remotes, and \"\(name)\" is a \(provider.rawValue) remote",
+                           at: table.keyPosition(key) ?? table.position)
+            }
+        }
+        var config = RemoteConfig(name: name, provider: provider, line: table.position.line)
+        if let (root, _) = try string("root", in: table, path: path) {
+            let trimmed = root.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+            config.root = "/" + trimmed
+        }
+        config.apiURL = try url("api_url", in: table, path: path)
+        config.contentURL = try url("content_url", in: table, path: path)
+        config.tokenURL = try url("token_url", in: table, path: path)
+        config.authURL = try url("auth_url", in: table, path: path)
+        config.deviceURL = try url("device_url", in: table, path: path)
+        config.clientID = try string("client_id", in: table, path: path)?.0
+        config.clientSecret = try string("client_secret", in: table, path: path)?.0
+        config.accessToken = try string("access_token", in: table, path: path)?.0
+        config.refreshToken = try string("refresh_token", in: table, path: path)?.0
+        config.url = try url("url", in: table, path: path)
+        config.user = try string("user", in: table, path: path)?.0
+        config.password = try string("password", in: table, path: path)?.0
+        config.passwordCommand = try string("password_command", in: table, path: path)?.0
+        if let (auth, at) = try string("auth", in: table, path: path) {
+            guard let parsed = WebDAVAuth(rawValue: auth) else {
+                throw fail("auth must be one of " + WebDAVAuth.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+                    + ", got \"\(auth)\"", at: at)
+            }
+            config.webdavAuth = parsed
+        }
+        if let node = table["acknowledge_abuse"] {
+            guard case .boolean(let value) = node.value else {
+                throw fail("acknowledge_abuse must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
+            }
+            config.acknowledgeAbuse = value
+        }
+        if provider == .webdav && config.url == nil {
+            throw fail("webdav remote \"\(name)\" has no url; add url = \"https://host/path/\"", at: table.position)
+        }
+        if let authAt = table["auth"]?.position {
+            if config.webdavAuth == .bearer && config.accessToken == nil {
+                throw fail("auth = \"bearer\" needs access_token (e.g. access_token = \"env:DAV_TOKEN\")", at: authAt)
+            }
+            if config.webdavAuth == .oauth && config.tokenURL == nil {
+                throw fail("auth = \"oauth\" needs token_url, the full URL of the server's OAuth token endpoint", at: authAt)
+            }
+        }
+        return config
+    }
+
+    // MARK: Typed accessors
+
+    /// The sub-table `name` of the root (nil when absent), after checking its keys.
+    func section(_ name: String, in root: TOMLTable, allowed: [String]) throws(ConfigError) -> TOMLTable? {
+        guard let node = root[name] else { return nil }
+        guard case .table(let table) = node.value else {
+            throw fail("\(name) must be a table ([\(name)]), got \(node.value.typeName)", at: node.position)
+        }
+        try checkKeys(table, allowed: allowed, section: "[\(name)]")
+        return table
+    }
+
+    func checkKeys(_ table: TOMLTable, allowed: [String], section: String) throws(ConfigError) {
+        for key in table.keys where !allowed.contains(key) {
+            let hint = suggestion(for: key, among: allowed).map { "; did you mean '\($0)'?" }
+                ?? "; valid keys: " + allowed.joined(separator: ", ")
+            throw fail("unknown key '\(key)' in \(section)" + hint, at: table.keyPosition(key) ?? table.position)
+        }
+    }
+
+    /// A string value with `env:VAR` resolved, or nil when absent.
+    mutating func string(_ key: String, in table: TOMLTable?, path: String) throws(ConfigError) -> (String, TOMLPosition)? {
+        guard let node = table?[key] else { return nil }
+        guard case .string = node.value else {
+            throw fail("\(key) must be a string, got \(node.value.typeName)", at: node.position)
+        }
+        return (try resolve(node, path: path + "." + key), node.position)
+    }
+
+    /// The string in `node`, or the environment variable it names with `env:VAR`.
+    mutating func resolve(_ node: TOMLNode, path: String) throws(ConfigError) -> String {
+        guard case .string(let text) = node.value else { return "" }
+        guard text.hasPrefix("env:") else { return text }
+        let variable = String(text.dropFirst(4))
+        guard !variable.isEmpty else {
+            throw fail("\(path) says env: but names no variable; write env:VARIABLE", at: node.position)
+        }
+        guard let value = environment[variable] else {
+            throw fail("\(path) refers to environment variable \(variable), which is not set; export \(variable) or write the value here",
+                       at: node.position)
+        }
+        environmentReferences[path] = variable
+        return value
+    }
+
+    func integer(_ key: String, in table: TOMLTable?) throws(ConfigError) -> (Int64, TOMLPosition)? {
+        guard let node = table?[key] else { return nil }
+        guard case .integer(let value) = node.value else {
+            throw fail("\(key) must be an integer, got \(node.value.typeName)", at: node.position)
+        }
+        return (value, node.position)
+    }
+
+    /// A byte size: a string like "8MiB" (or an integer count of bytes), greater than zero.
+    mutating func size(_ key: String, in table: TOMLTable?, path: String, default value: Int64) throws(ConfigError) -> Int64 {
+        guard let node = table?[key] else { return value }
+        let text: String
+        switch node.value {
+        case .integer(let bytes):
+            guard bytes > 0 else { throw fail("\(key) must be greater than zero, got \(bytes)", at: node.position) }
+            return bytes
+        case .string: text = try resolve(node, path: path + "." + key)
+        default: throw fail("\(key) must be a size like \"8MiB\", got \(node.value.typeName)", at: node.position)
+        }
+        guard let bytes = ByteSize.parse(text) else {
+            throw fail("\(key) must be a size like \"512KiB\", \"8MiB\" or \"10GiB\", got \"\(text)\"", at: node.position)
+        }
+        guard bytes > 0 else { throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position) }
+        return bytes
+    }
+
+    /// A duration: a string like "90d", "12h", "30m", "45s" (or an integer count of seconds), greater than zero.
+    mutating func duration(_ key: String, in table: TOMLTable?, path: String, default value: TimeInterval) throws(ConfigError) -> TimeInterval {
+        guard let node = table?[key] else { return value }
+        let text: String
+        switch node.value {
+        case .integer(let seconds):
+            guard seconds > 0 else { throw fail("\(key) must be greater than zero, got \(seconds)", at: node.position) }
+            return TimeInterval(seconds)
+        case .string: text = try resolve(node, path: path + "." + key)
+        default: throw fail("\(key) must be a duration like \"90d\", got \(node.value.typeName)", at: node.position)
+        }
+        guard let seconds = TimeSpan.parse(text) else {
+            throw fail("\(key) must be a duration like \"90d\", \"12h\", \"30m\" or \"45s\", got \"\(text)\"", at: node.position)
+        }
+        guard seconds > 0 else { throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position) }
+        return seconds
+    }
+
+    /// An absolute http or https URL with a host. The value is not echoed (it may hold credentials).
+    mutating func url(_ key: String, in table: TOMLTable, path: String) throws(ConfigError) -> URL? {
+        guard let (text, at) = try string(key, in: table, path: path) else { return nil }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
+            throw fail("\(key) must be an http or https URL like \"https://host/path\"; this is not a URL", at: at)
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw fail("\(key) must be an http or https URL, got scheme '\(scheme)'", at: at)
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw fail("\(key) must be an http or https URL with a host, like \"https://host/path\"", at: at)
+        }
+        return url
+    }
+}

@@ -1,0 +1,146 @@
+import CloudSyncConfig
+import CloudSyncCore
+import Foundation
+import Testing
+
+enum Example {
+    static let url = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("config.example.toml")
+
+    static func text() throws -> String { try String(contentsOf: url, encoding: .utf8) }
+
+    /// The example with every commented-out key, section and array continuation switched on.
+    static func uncommented() throws -> String {
+        var out: [String] = []
+        var continuing = false
+        for line in try text().components(separatedBy: "\n") {
+            let rest = line.hasPrefix("# ") ? String(line.dropFirst(2)) : nil
+            if let rest, let first = rest.first, first != " ", first != "#",
+               rest.contains(" = ") || rest.hasPrefix("[") {
+                out.append(rest)
+                continuing = rest.hasSuffix(",")
+            } else if continuing, let rest {
+                out.append(rest)
+                continuing = rest.hasSuffix(",")
+            } else {
+                out.append(line)
+            }
+        }
+        return out.joined(separator: "\n")
+    }
+
+    static let environment = [
+        "HOME": "/home/tester", "DROPBOX_CLIENT_ID": "d", "GDRIVE_CLIENT_ID": "g", "GDRIVE_CLIENT_SECRET": "gs",
+        "ONEDRIVE_CLIENT_ID": "o", "YANDEX_CLIENT_ID": "y", "YANDEX_CLIENT_SECRET": "ys", "NAS_PASSWORD": "np",
+    ]
+}
+
+@Suite("config.example.toml")
+struct ExampleConfigurationTests {
+    @Test("parses as it is, with the defaults it documents")
+    func parsesAsIs() throws {
+        let config = try Configuration.parse(text: try Example.text(), file: "config.example.toml", environment: Example.environment)
+        let defaults = try Configuration.parse(text: "", file: "empty", environment: Example.environment)
+        #expect(config.cache == defaults.cache)
+        #expect(config.pull == defaults.pull)
+        #expect(config.audio == defaults.audio)
+        #expect(config.remotes.map(\.name) == ["nas"])
+        #expect(config.remotes.first?.provider == .webdav)
+    }
+
+    @Test("with every commented example switched on it still parses: one remote per provider, documented defaults")
+    func parsesUncommented() throws {
+        let text = try Example.uncommented()
+        let config = try Configuration.parse(text: text, file: "uncommented.toml", environment: Example.environment)
+        let defaults = try Configuration.parse(text: "", file: "empty", environment: Example.environment)
+        #expect(config.cache == defaults.cache)
+        #expect(config.pull == defaults.pull)
+        #expect(config.audio == defaults.audio)
+        #expect(Set(config.remotes.map(\.provider)) == Set(ProviderKind.allCases))
+        #expect(config.remotes.first { $0.provider == .gdrive }?.clientSecret == "gs")
+        #expect(config.remotes.first { $0.provider == .webdav }?.password == "np")
+    }
+
+    @Test("documents every key of the schema")
+    func documentsEveryKey() throws {
+        let text = try Example.text()
+        let keys = ["dir", "max_size", "max_age", "checkpoint", "jobs", "chunk_size", "bwlimit", "retries", "head_first",
+                    "extensions", "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url",
+                    "client_id", "client_secret", "access_token", "refresh_token", "url", "user", "password",
+                    "password_command", "auth", "acknowledge_abuse"]
+        for key in keys {
+            #expect(text.contains("\(key) = "), "config.example.toml does not mention \(key)")
+        }
+    }
+}
+
+/// SplitMix64: small, seeded, reproducible.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("Fuzzed configuration")
+struct FuzzTests {
+    /// Bytes that matter to TOML's grammar, to make mutations hit interesting paths.
+    static let interesting: [UInt8] = Array("[]{}=\"'.,#\\\n\r\t 0123456789+-_:eExobTZ".utf8) + [0x00, 0x7F, 0xC3, 0xA9, 0xFF, 0xEF]
+
+    @Test("random byte mutations of config.example.toml never crash: they parse or throw a positioned ConfigError")
+    func mutations() throws {
+        let seed = ProcessInfo.processInfo.environment["CLOUDSYNC_FUZZ_SEED"].flatMap(UInt64.init)
+            ?? UInt64(Date().timeIntervalSince1970 * 1000)
+        print("config fuzz seed: \(seed) (rerun with CLOUDSYNC_FUZZ_SEED=\(seed))")
+        var random = SeededGenerator(seed: seed)
+        let original = Array(try Example.uncommented().utf8)
+        var parsed = 0
+        var rejected = 0
+        for iteration in 0..<3000 {
+            var bytes = original
+            for _ in 0..<Int.random(in: 1...6, using: &random) {
+                let at = Int.random(in: 0..<max(1, bytes.count), using: &random)
+                switch Int.random(in: 0..<5, using: &random) {
+                case 0 where !bytes.isEmpty: bytes[at] = UInt8.random(in: 0...255, using: &random)
+                case 1: bytes.insert(Self.interesting.randomElement(using: &random) ?? 0, at: min(at, bytes.count))
+                case 2 where !bytes.isEmpty: bytes.remove(at: at)
+                case 3 where bytes.count > 2:
+                    let end = min(bytes.count, at + Int.random(in: 1...40, using: &random))
+                    bytes.insert(contentsOf: bytes[at..<end], at: Int.random(in: 0...bytes.count, using: &random))
+                default:
+                    if at < bytes.count { bytes[at] = Self.interesting.randomElement(using: &random) ?? 0 }
+                }
+            }
+            do {
+                let table = try TOMLParser.parse(bytes: bytes, file: "fuzz.toml")
+                _ = try Configuration(table: table, file: "fuzz.toml", environment: Example.environment)
+                parsed += 1
+            } catch {
+                rejected += 1
+                let positioned = error.line >= 1 && error.column >= 1
+                    && error.description.hasPrefix("fuzz.toml:\(error.line):\(error.column): ")
+                if !positioned || error.message.isEmpty {
+                    Issue.record("seed \(seed) iteration \(iteration): error without a position: \(error)")
+                    return
+                }
+            }
+        }
+        print("config fuzz: \(parsed) mutated files accepted, \(rejected) rejected with a positioned error")
+        #expect(parsed + rejected == 3000)
+        #expect(rejected > 0, "seed \(seed): no mutation was rejected; the mutator is not mutating")
+    }
+
+    @Test("deep nesting is an error, not a stack overflow")
+    func deepNesting() {
+        let text = "a = " + String(repeating: "[", count: 100_000)
+        #expect(throws: ConfigError.self) { try TOMLParser.parse(text, file: "deep.toml") }
+        let tables = "a = " + String(repeating: "{b = ", count: 100_000)
+        #expect(throws: ConfigError.self) { try TOMLParser.parse(tables, file: "deep.toml") }
+    }
+}
