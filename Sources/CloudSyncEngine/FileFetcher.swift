@@ -141,8 +141,9 @@ struct FileFetcher: Sendable {
                 let fresh = try await provider.resolveDownload(for: job.file, rejected: download, status: status)
                 job.withState { $0.download = fresh }
             default:
-                throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody,
-                                             context: "downloading \(job.file.path) from \(outcome.head.url.host ?? "the server")")
+                let context = "downloading \(job.file.path) from \(outcome.head.url.host ?? "the server")"
+                throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody, context: context)
+                    ?? ProviderError(.invalidResponse, "\(context): unexpected HTTP \(status)", status: status)
             }
         }
     }

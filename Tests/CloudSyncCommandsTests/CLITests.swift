@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+
+/// Runs the built `cloudsync` executable as a user would.
+struct CLI {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The executable next to the test bundle (debug or release, whichever `swift test` built).
+    static var executable: URL {
+        let candidates = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+            + [packageRoot.appendingPathComponent(".build/debug")]
+        for dir in candidates {
+            let url = dir.appendingPathComponent("cloudsync")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        return packageRoot.appendingPathComponent(".build/debug/cloudsync")
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory(), "NO_COLOR": "1"]
+        env.merge(environment) { $1 }
+        process.environment = env
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    /// A fresh temporary directory.
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("cloudsync-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}
+
+@Suite struct CLITests {
+    @Test func versionAndHelp() throws {
+        let v = try CLI.run(["--version"])
+        #expect(v.status == 0 && v.stdout.hasPrefix("cloudsync "))
+        let h = try CLI.run(["pull", "--help"])
+        #expect(h.status == 0 && h.stdout.contains("USAGE: cloudsync pull"))
+    }
+
+    @Test func usageErrorsExit2WithAHint() throws {
+        let r = try CLI.run(["pull", "--no-such-flag"])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("unknown option '--no-such-flag'"))
+        #expect(r.stderr.contains("cloudsync pull --help"))
+        #expect(r.stdout.isEmpty)
+    }
+
+    /// Each kind of config mistake: one clear message with file:line:column, exit 3.
+    @Test(arguments: [
+        ("[pull]\njobs = \n", "config.toml:2:"),
+        ("[pull]\nchunksize = \"8MiB\"\n", "config.toml:2:1"),
+        ("[pull]\njobs = \"four\"\n", "config.toml:2:8"),
+        ("[remote.home]\nurl = \"http://127.0.0.1:1/\"\n", "config.toml:1:1"),
+    ])
+    func configErrorsExit3WithPosition(text: String, position: String) throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.toml")
+        try text.write(to: file, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["config", "check", "--config", file.path])
+        #expect(r.status == 3, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains(position), "stderr: \(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1, "one message, got: \(r.stderr)")
+    }
+
+    @Test func missingConfigSaysWhereItLooked() throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try CLI.run(["ls", "--offline"], environment: ["XDG_CONFIG_HOME": dir.path])
+        #expect(r.status == 3)
+        #expect(r.stderr.contains(dir.path))
+    }
+
+    @Test func configShowMasksSecrets() throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.toml")
+        try "[remote.nas]\nprovider = \"webdav\"\nurl = \"https://nas.local/dav/\"\nuser = \"me\"\npassword = \"hunter2-secret\"\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["config", "show", "--config", file.path])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(!r.stdout.contains("hunter2-secret"))
+        #expect(r.stdout.contains("nas"))
+    }
+
+    @Test func notYetBuiltCommandsFailHonestly() throws {
+        let r = try CLI.run(["serve"])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("not implemented"))
+    }
+}
