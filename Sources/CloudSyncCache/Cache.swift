@@ -56,6 +56,7 @@ public final class Cache: Sendable {
 
     private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database) {
         self.root = root
+        tracksURL = root.appendingPathComponent("tracks", isDirectory: true)
         self.limits = limits
         self.logger = logger
         self.io = io
@@ -72,7 +73,7 @@ public final class Cache: Sendable {
     }
 
     /// `root/tracks`: point a player's music directory here.
-    public var tracksURL: URL { root.appendingPathComponent("tracks", isDirectory: true) }
+    public let tracksURL: URL
 
     func withDatabase<T: Sendable>(_ body: (Database) throws(CacheError) -> T) throws(CacheError) -> T {
         try store.withLock { (db: inout Database) throws(CacheError) -> T in try body(db) }
@@ -276,7 +277,7 @@ public final class Cache: Sendable {
         CacheEntryInfo(remote: row.remote, file: row.file, state: row.state,
                        presentBytes: row.state == .complete ? row.file.size : row.presentBytes,
                        localPath: row.localPath,
-                       localURL: tracksURL.appendingPathComponent(row.localPath, isDirectory: false),
+                       tracksURL: tracksURL,
                        pinned: row.pinned, lastAccess: Date(timeIntervalSince1970: row.lastAccess))
     }
 

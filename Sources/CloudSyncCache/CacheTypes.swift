@@ -44,13 +44,16 @@ public struct CacheEntryInfo: Sendable, Hashable {
     /// Where the complete file lives (or will live) relative to `tracks/`: sanitized remote name, then the
     /// sanitized remote path (see ``LocalPath``).
     public var localPath: String
-    /// Absolute location of ``localPath``. The file exists when `state == .complete` (or holds an older
-    /// version while a newer one downloads).
-    public var localURL: URL
+    /// The cache's `tracks/` directory.
+    public var tracksURL: URL
     public var pinned: Bool
     public var lastAccess: Date
 
     public var path: String { file.path }
+
+    /// Absolute location of ``localPath``. The file exists when `state == .complete` (or holds an older
+    /// version while a newer one downloads).
+    public var localURL: URL { tracksURL.appendingPathComponent(localPath, isDirectory: false) }
 }
 
 /// What a batch upsert did to each file, in input order.

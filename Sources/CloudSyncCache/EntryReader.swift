@@ -6,13 +6,18 @@ import Foundation
 import Synchronization
 
 extension Cache {
-    /// Opens the entry at `path` of `remote` for reading (for `serve`), touching its last access time.
-    /// Reading never blocks writers; it sees bytes once a writer has checkpointed them.
+    /// Opens the entry at `path` of `remote` for reading (for `serve`), touching its last access time (best
+    /// effort: a full disk must not stop playback). Reading never blocks writers; it sees bytes once a writer
+    /// has checkpointed them.
     /// Throws `.notFound` for an unknown entry.
     public func openReader(remote: String, path: String) throws(CacheError) -> EntryReader {
         guard let row = try row(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
-        try withDatabase { db throws(CacheError) in
-            try db.run("UPDATE files SET last_access = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .int(row.id)])
+        do {
+            try withDatabase { db throws(CacheError) in
+                try db.run("UPDATE files SET last_access = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .int(row.id)])
+            }
+        } catch {
+            logger.debug("could not record the access to \(remote):\(path): \(error)")
         }
         return EntryReader(cache: self, row: row)
     }

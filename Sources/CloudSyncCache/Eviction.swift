@@ -116,11 +116,25 @@ extension Cache {
         guard let lock = try EntryLock.tryAcquire(cache: self, id: row.id, wait: false) else { return false }
         defer { withExtendedLifetime(lock) {} }
         if dryRun { return true }
-        let changed = try withDatabase { db throws(CacheError) in
-            try db.run("""
-                UPDATE files SET state = 0, ranges = NULL, present_bytes = 0, track_bytes = 0
-                WHERE id = ? AND generation = ?
-                """, [.int(row.id), .int(row.generation)])
+        let markMissing = { () throws(CacheError) -> Int in
+            try self.withDatabase { db throws(CacheError) in
+                try db.run("""
+                    UPDATE files SET state = 0, ranges = NULL, present_bytes = 0, track_bytes = 0
+                    WHERE id = ? AND generation = ?
+                    """, [.int(row.id), .int(row.generation)])
+            }
+        }
+        let changed: Int
+        do {
+            changed = try markMissing()
+        } catch where error.code == .diskFull {
+            // The disk is so full that the index cannot even record the eviction. Delete the files first (a
+            // reader then gets "not found", never wrong bytes; a writer sees the partial is gone and restarts
+            // it), then record it in the space just freed.
+            logger.warning("disk full: removing \(row.remote):\(row.path) before recording it in the index")
+            removeTrack(row.localPath)
+            removePartial(Cache.partialName(id: row.id, generation: row.generation))
+            return try markMissing() == 1
         }
         guard changed == 1 else { return false }
         removeTrack(row.localPath)
