@@ -63,10 +63,14 @@ enum IndexSchema {
     }
 
     static func decodeHashes(_ text: String) -> [ContentHash] {
-        text.split(separator: " ").compactMap { item in
-            guard let colon = item.firstIndex(of: ":"), let kind = HashKind(rawValue: String(item[..<colon])) else { return nil }
-            return ContentHash(kind: kind, value: String(item[colon...].dropFirst()))
+        if text.isEmpty { return [] }
+        var result: [ContentHash] = []
+        for item in text.utf8.split(separator: UInt8(ascii: " ")) {
+            guard let colon = item.firstIndex(of: UInt8(ascii: ":")),
+                  let kind = HashKind(rawValue: String(decoding: item[..<colon], as: UTF8.self)) else { continue }
+            result.append(ContentHash(kind: kind, value: String(decoding: item[item.index(after: colon)...], as: UTF8.self)))
         }
+        return result
     }
 
     static func stateCode(_ state: CacheEntryState) -> Int64 {

@@ -33,6 +33,10 @@ public enum LocalPath {
     public static func safeComponent(_ name: String) -> String {
         if name.isEmpty || name == "." { return "_" }
         if name == ".." { return "__" }
+        let needsWork = name.utf8.count > maxComponentBytes || name.unicodeScalars.contains { scalar in
+            scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F) || scalar == "/" || scalar == "\\"
+        }
+        if !needsWork { return name }
         var out = String.UnicodeScalarView()
         for scalar in name.unicodeScalars {
             let v = scalar.value
@@ -47,7 +51,9 @@ public enum LocalPath {
     /// The key two local paths collide on: Unicode NFC, then case-folded. `Café` (NFC), `Café` (NFD) and
     /// `CAFÉ` share a key, because some file systems (and copies to them) would treat them as one name.
     public static func collisionKey(_ path: String) -> String {
-        path.precomposedStringWithCanonicalMapping.folding(options: [.caseInsensitive], locale: nil)
+        // ASCII is already NFC and folds by lowercasing; Foundation's folding is much slower.
+        if path.utf8.allSatisfy({ $0 < 0x80 }) { return path.lowercased() }
+        return path.precomposedStringWithCanonicalMapping.folding(options: [.caseInsensitive], locale: nil)
     }
 
     /// `path` with `~` + a short hash of `salt` inserted before the extension of its last component,

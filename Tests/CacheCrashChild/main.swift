@@ -14,6 +14,32 @@ func patternByte(_ offset: Int64) -> UInt8 {
 }
 
 let arguments = CommandLine.arguments
+
+// `cache-crash-child --bench-listing ROOT N`: index N tracks, then time the `ls --offline` query (build with
+// -c release for meaningful numbers).
+if arguments.count == 4, arguments[1] == "--bench-listing", let count = Int(arguments[3]) {
+    do {
+        let cache = try Cache.open(root: URL(fileURLWithPath: arguments[2]))
+        let files = (0..<count).map { i in
+            RemoteFile(path: "Artist \(i / 1000)/Album \(i / 100)/\(i) Track.flac", providerID: "id\(i)", size: Int64(i),
+                       modified: Date(timeIntervalSince1970: 1_700_000_000), revision: "r",
+                       hashes: [ContentHash(kind: .md5, value: "0123456789abcdef0123456789abcdef")], mimeType: "audio/flac")
+        }
+        let clock = ContinuousClock()
+        let upsert = try clock.measure {
+            for start in stride(from: 0, to: count, by: 20_000) {
+                try cache.upsert(remote: "big", files: Array(files[start..<min(count, start + 20_000)]))
+            }
+        }
+        var listed = 0
+        let list = try clock.measure { listed = try cache.entries(remote: "big").count }
+        print("upsert \(count): \(upsert); entries(remote:) \(listed): \(list)")
+        exit(0)
+    } catch {
+        print("bench failed: \(error)")
+        exit(4)
+    }
+}
 guard arguments.count == 7, let seed = UInt64(arguments[4]), let checkpointBytes = Int64(arguments[5]),
       let pause = UInt32(arguments[6]) else {
     FileHandle.standardError.write(Data("usage: cache-crash-child ROOT REMOTE PATH SEED CHECKPOINT_BYTES PAUSE_US\n".utf8))
