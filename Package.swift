@@ -56,7 +56,10 @@ let package = Package(
         .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "TestSupport"],
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
-        .testTarget(name: "CloudSyncCacheTests", dependencies: ["CloudSyncCache", "TestSupport"]),
+        /// Test helper: fills a cache entry so CloudSyncCacheTests can kill -9 it mid-write.
+        .executableTarget(name: "cache-crash-child", dependencies: ["CloudSyncCache", "CloudSyncCore"],
+                          path: "Tests/CacheCrashChild"),
+        .testTarget(name: "CloudSyncCacheTests", dependencies: ["CloudSyncCache", "TestSupport", "cache-crash-child"]),
         .testTarget(name: "ProviderTests", dependencies: [
             "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV", "CloudSyncHTTP", "TestSupport",
         ]),

@@ -1,0 +1,290 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudSyncCore
+import Foundation
+import Synchronization
+
+/// The shared on-disk cache of one user: an SQLite index (`index.sqlite`, WAL), complete tracks under
+/// `tracks/<remote>/<path>`, sparse partial files under `partial/`, flock files under `locks/`.
+/// Several processes (a cron pull, an interactive pull, `serve`) may open the same root at once; every
+/// operation is safe against the others (see docs/cache.md). Within a process one `Cache` is shared by all
+/// tasks; its index calls are serialized.
+public final class Cache: Sendable {
+    public let root: URL
+    public let limits: CacheLimits
+    let logger: Logger
+    let io: FileIO
+    let fs: SafeFS
+    let rootFD: Int32
+    let tracksFD: Int32
+    let partialFD: Int32
+    let locksFD: Int32
+    let store: Mutex<Database>
+
+    /// Opens the cache at `root`, creating the layout (root mode 0700) and migrating the index schema.
+    /// Throws ``CacheError`` (`.io`, `.corrupt` for an index from a newer cloudsync or a damaged one).
+    public static func open(root: URL, limits: CacheLimits = CacheLimits(), logger: Logger = .silent,
+                            io: FileIO = .system) throws(CacheError) -> Cache {
+        let rootPath = root.standardizedFileURL.path
+        if mkdir(rootPath, 0o700) != 0, errno != EEXIST {
+            do {
+                try FileManager.default.createDirectory(atPath: rootPath, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw CacheError(.io, "Cannot create the cache directory \(rootPath): \(error). Check cache.dir and "
+                    + "its permissions.", path: rootPath)
+            }
+        }
+        let fs = SafeFS(rootPath: rootPath)
+        let rootFD = Glibc.open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard rootFD >= 0 else { throw fs.error("open", rootPath) }
+        var opened: [Int32] = [rootFD]
+        do {
+            for name in ["tracks", "partial", "locks"] {
+                opened.append(try fs.openDirectory([name], in: rootFD, create: true, display: "\(rootPath)/\(name)"))
+            }
+            let db = try Database(path: rootPath + "/index.sqlite")
+            try IndexSchema.migrate(db)
+            return Cache(root: URL(fileURLWithPath: rootPath, isDirectory: true), limits: limits, logger: logger,
+                         io: io, fs: fs, fds: opened, db: db)
+        } catch {
+            for fd in opened { Glibc.close(fd) }
+            throw error
+        }
+    }
+
+    private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database) {
+        self.root = root
+        tracksURL = root.appendingPathComponent("tracks", isDirectory: true)
+        self.limits = limits
+        self.logger = logger
+        self.io = io
+        self.fs = fs
+        rootFD = fds[0]
+        tracksFD = fds[1]
+        partialFD = fds[2]
+        locksFD = fds[3]
+        store = Mutex(db)
+    }
+
+    deinit {
+        for fd in [rootFD, tracksFD, partialFD, locksFD] { Glibc.close(fd) }
+    }
+
+    /// `root/tracks`: point a player's music directory here.
+    public let tracksURL: URL
+
+    func withDatabase<T: Sendable>(_ body: (Database) throws(CacheError) -> T) throws(CacheError) -> T {
+        try store.withLock { (db: inout Database) throws(CacheError) -> T in try body(db) }
+    }
+
+    static func partialName(id: Int64, generation: Int64) -> String { "\(id)-\(generation).part" }
+    static func entryLockName(id: Int64) -> String { "entry-\(id).lock" }
+
+    // MARK: Index of remote files
+
+    /// Upserts a batch of files of `remote` in one transaction (a listing page of 20,000 files is fine).
+    /// A new file gets a local name (``LocalPath``), disambiguated when it collides with another entry's.
+    /// When a file's fingerprint (size, modified, revision) changed, its partial bytes are dropped; a complete
+    /// older copy in `tracks/` stays until the new version completes. Returns one outcome per file, in order.
+    @discardableResult
+    public func upsert(remote: String, files: [RemoteFile]) throws(CacheError) -> [UpsertOutcome] {
+        var stalePartials: [String] = []
+        let outcomes = try withDatabase { db throws(CacheError) in
+            try db.withTransaction { () throws(CacheError) -> [UpsertOutcome] in
+                var outcomes: [UpsertOutcome] = []
+                outcomes.reserveCapacity(files.count)
+                for file in files {
+                    let (outcome, stale) = try IndexSchema.upsert(db, remote: remote, file: file)
+                    outcomes.append(outcome)
+                    if let stale { stalePartials.append(stale) }
+                }
+                return outcomes
+            }
+        }
+        for name in stalePartials { removePartial(name) }
+        return outcomes
+    }
+
+    /// Upserts one file; see ``upsert(remote:files:)``.
+    @discardableResult
+    public func upsert(remote: String, file: RemoteFile) throws(CacheError) -> UpsertOutcome {
+        try upsert(remote: remote, files: [file])[0]
+    }
+
+    /// Removes the entries at `paths` of `remote`: index rows, complete files in `tracks/`, partials.
+    /// Pinned entries are kept and reported. Unknown paths are ignored.
+    @discardableResult
+    public func remove(remote: String, paths: [String]) throws(CacheError) -> RemovalReport {
+        try removeRows(remote: remote, sql: "SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND path = ?",
+                       parameterSets: paths.map { [.text(remote), .text($0)] })
+    }
+
+    /// Removes one entry; see ``remove(remote:paths:)``.
+    @discardableResult
+    public func remove(remote: String, path: String) throws(CacheError) -> RemovalReport {
+        try remove(remote: remote, paths: [path])
+    }
+
+    /// Removes the file at `prefix` and every file under the folder `prefix` (exact, case-sensitive path
+    /// match); an empty prefix removes the whole remote. Pinned entries are kept and reported.
+    @discardableResult
+    public func removeTree(remote: String, prefix: String) throws(CacheError) -> RemovalReport {
+        let trimmed = prefix.split(separator: "/").joined(separator: "/")
+        if trimmed.isEmpty {
+            return try removeRows(remote: remote, sql: "SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ?",
+                                  parameterSets: [[.text(remote)]])
+        }
+        // '/' is 0x2F and '0' is 0x30: [prefix/, prefix0) is exactly the paths under the folder.
+        return try removeRows(remote: remote,
+                              sql: "SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND (path = ? OR (path >= ? AND path < ?))",
+                              parameterSets: [[.text(remote), .text(trimmed), .text(trimmed + "/"), .text(trimmed + "0")]])
+    }
+
+    /// Removes the entry whose provider id is `providerID` (a file id; the cache does not know folder ids).
+    @discardableResult
+    public func remove(remote: String, providerID: String) throws(CacheError) -> RemovalReport {
+        try removeRows(remote: remote, sql: "SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND provider_id = ?",
+                       parameterSets: [[.text(remote), .text(providerID)]])
+    }
+
+    private func removeRows(remote: String, sql: String, parameterSets: [[SQLValue]]) throws(CacheError) -> RemovalReport {
+        var report = RemovalReport()
+        var doomed: [IndexRow] = []
+        try withDatabase { db throws(CacheError) in
+            try db.withTransaction { () throws(CacheError) in
+                for parameters in parameterSets {
+                    for row in try db.query(sql, parameters, IndexRow.init) {
+                        if row.pinned {
+                            report.keptPinned.append(row.path)
+                        } else {
+                            try db.run("DELETE FROM files WHERE id = ?", [.int(row.id)])
+                            report.removed.append(row.path)
+                            doomed.append(row)
+                        }
+                    }
+                }
+            }
+        }
+        // Index first, then files: a crash in between leaves orphan files, never an index claiming missing ones.
+        for row in doomed {
+            removeTrack(row.localPath)
+            removePartial(Cache.partialName(id: row.id, generation: row.generation))
+            // Ids are never reused (AUTOINCREMENT) and writers re-check their row after locking, so the lock
+            // file of a deleted row can go.
+            _ = unlinkat(locksFD, Cache.entryLockName(id: row.id), 0)
+        }
+        return report
+    }
+
+    func removeTrack(_ localPath: String) {
+        do {
+            try fs.removeFile(localPath, in: tracksFD, keepingParents: 1)
+        } catch {
+            logger.warning("could not remove \(localPath) from the cache: \(error)")
+        }
+    }
+
+    func removePartial(_ name: String) {
+        if unlinkat(partialFD, name, 0) != 0, errno != ENOENT {
+            logger.warning("could not remove partial/\(name): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Every indexed entry of `remote` (all remotes when nil), ordered by remote then path. Fast enough for
+    /// `ls --offline` over 100,000 tracks (one indexed scan).
+    public func entries(remote: String? = nil) throws(CacheError) -> [CacheEntryInfo] {
+        let rows = try withDatabase { db throws(CacheError) in
+            if let remote {
+                return try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? ORDER BY remote, path",
+                                    [.text(remote)], IndexRow.init)
+            }
+            return try db.query("SELECT \(IndexSchema.rowColumns) FROM files ORDER BY remote, path", [], IndexRow.init)
+        }
+        return rows.map(info)
+    }
+
+    /// The entry at `path` of `remote`, or nil.
+    public func entry(remote: String, path: String) throws(CacheError) -> CacheEntryInfo? {
+        try row(remote: remote, path: path).map(info)
+    }
+
+    /// Paths of every entry of `remote`, for mark-and-sweep after a full listing.
+    public func knownPaths(remote: String) throws(CacheError) -> Set<String> {
+        try withDatabase { db throws(CacheError) in
+            Set(try db.query("SELECT path FROM files WHERE remote = ?", [.text(remote)]) { $0.text(0) })
+        }
+    }
+
+    /// The change cursor stored for `remote`, or nil.
+    public func cursor(remote: String) throws(CacheError) -> String? {
+        try withDatabase { db throws(CacheError) in
+            try db.first("SELECT cursor FROM remotes WHERE name = ?", [.text(remote)]) { $0.optionalText(0) } ?? nil
+        }
+    }
+
+    /// Stores (or clears, with nil) the change cursor of `remote`. Call only after a listing was fully applied.
+    public func setCursor(_ cursor: String?, remote: String) throws(CacheError) {
+        try withDatabase { db throws(CacheError) in
+            try db.run("INSERT INTO remotes(name, cursor) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET cursor = excluded.cursor",
+                       [.text(remote), cursor.map(SQLValue.text) ?? .null])
+        }
+    }
+
+    /// Pins an entry: eviction and removal keep it. Throws `.notFound` for an unknown path.
+    public func pin(remote: String, path: String) throws(CacheError) { try setPinned(true, remote: remote, path: path) }
+
+    /// Unpins an entry. Throws `.notFound` for an unknown path.
+    public func unpin(remote: String, path: String) throws(CacheError) { try setPinned(false, remote: remote, path: path) }
+
+    private func setPinned(_ pinned: Bool, remote: String, path: String) throws(CacheError) {
+        let changed = try withDatabase { db throws(CacheError) in
+            try db.run("UPDATE files SET pinned = ? WHERE remote = ? AND path = ?", [.int(pinned ? 1 : 0), .text(remote), .text(path)])
+        }
+        if changed == 0 { throw notFound(remote: remote, path: path) }
+    }
+
+    /// Counts for `cloudsync cache status`.
+    public func status() throws(CacheError) -> CacheStatus {
+        let counts = try withDatabase { db throws(CacheError) in
+            try db.first("""
+                SELECT count(*), coalesce(sum(state = 2), 0), coalesce(sum(state = 1), 0), coalesce(sum(pinned), 0),
+                       coalesce(sum(present_bytes + track_bytes), 0) FROM files
+                """) { ($0.int(0), $0.int(1), $0.int(2), $0.int(3), $0.int(4)) }
+        }
+        let (entries, complete, partial, pinned, bytes) = counts ?? (0, 0, 0, 0, 0)
+        return CacheStatus(root: root, limits: limits, entries: Int(entries), complete: Int(complete), partial: Int(partial),
+                           pinned: Int(pinned), bytesPresent: bytes)
+    }
+
+    // MARK: Helpers
+
+    func row(remote: String, path: String) throws(CacheError) -> IndexRow? {
+        try withDatabase { db throws(CacheError) in
+            try db.first("SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND path = ?",
+                         [.text(remote), .text(path)], IndexRow.init)
+        }
+    }
+
+    func row(id: Int64) throws(CacheError) -> IndexRow? {
+        try withDatabase { db throws(CacheError) in
+            try db.first("SELECT \(IndexSchema.rowColumns) FROM files WHERE id = ?", [.int(id)], IndexRow.init)
+        }
+    }
+
+    func info(_ row: IndexRow) -> CacheEntryInfo {
+        CacheEntryInfo(remote: row.remote, file: row.file, state: row.state,
+                       presentBytes: row.state == .complete ? row.file.size : row.presentBytes,
+                       localPath: row.localPath,
+                       tracksURL: tracksURL,
+                       pinned: row.pinned, lastAccess: Date(timeIntervalSince1970: row.lastAccess))
+    }
+
+    func notFound(remote: String, path: String) -> CacheError {
+        CacheError(.notFound, "\(remote):\(path) is not in the cache index. Run `cloudsync ls --remote \(remote) --refresh` "
+            + "to update the index.", path: path)
+    }
+
+    func display(_ relative: String) -> String { root.path + "/" + relative }
+}

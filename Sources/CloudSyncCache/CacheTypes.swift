@@ -1,0 +1,129 @@
+import CloudSyncCore
+import Foundation
+
+/// Limits that bound the cache and how often writers checkpoint.
+public struct CacheLimits: Sendable, Hashable {
+    /// Bytes on disk (complete tracks plus present bytes of partials) that eviction brings the cache under.
+    public var maxSize: Int64
+    /// Entries not accessed for this long are evicted; nil = no age limit.
+    public var maxAge: TimeInterval?
+    /// A writer checkpoints (fdatasync, then commit ranges) after this many new bytes…
+    public var checkpointBytes: Int64
+    /// …or this long after its last checkpoint, whichever comes first.
+    public var checkpointInterval: Duration
+
+    public static let defaultMaxSize: Int64 = 10 * 1024 * 1024 * 1024
+
+    public init(maxSize: Int64 = CacheLimits.defaultMaxSize, maxAge: TimeInterval? = nil,
+                checkpointBytes: Int64 = 4 * 1024 * 1024, checkpointInterval: Duration = .seconds(2)) {
+        self.maxSize = maxSize
+        self.maxAge = maxAge
+        self.checkpointBytes = checkpointBytes
+        self.checkpointInterval = checkpointInterval
+    }
+}
+
+/// How much of an entry's current version is cached.
+public enum CacheEntryState: String, Sendable, Codable, Hashable {
+    /// No byte of the current version is cached (an older complete copy may still be in `tracks/`).
+    case missing
+    /// Some bytes are in the partial file.
+    case partial
+    /// The current version is complete and verified in `tracks/`.
+    case complete
+}
+
+/// What the index knows about one remote file.
+public struct CacheEntryInfo: Sendable, Hashable {
+    public var remote: String
+    /// Metadata from the last listing; `file.path` is the remote path.
+    public var file: RemoteFile
+    public var state: CacheEntryState
+    /// Bytes of the current version that are present (= `file.size` when complete).
+    public var presentBytes: Int64
+    /// Where the complete file lives (or will live) relative to `tracks/`: sanitized remote name, then the
+    /// sanitized remote path (see ``LocalPath``).
+    public var localPath: String
+    /// The cache's `tracks/` directory.
+    public var tracksURL: URL
+    public var pinned: Bool
+    public var lastAccess: Date
+
+    public var path: String { file.path }
+
+    /// Absolute location of ``localPath``. The file exists when `state == .complete` (or holds an older
+    /// version while a newer one downloads).
+    public var localURL: URL { tracksURL.appendingPathComponent(localPath, isDirectory: false) }
+}
+
+/// What a batch upsert did to each file, in input order.
+public enum UpsertOutcome: Sendable, Hashable {
+    /// Not indexed before.
+    case inserted
+    /// The fingerprint changed: cached partial bytes were dropped (a complete older copy stays until replaced).
+    case changed
+    /// Same fingerprint; metadata refreshed.
+    case unchanged
+}
+
+/// What a removal did.
+public struct RemovalReport: Sendable, Hashable {
+    /// Remote paths removed from the index, with their cached files.
+    public var removed: [String] = []
+    /// Remote paths kept because they are pinned (`cloudsync cache unpin` to let them go).
+    public var keptPinned: [String] = []
+}
+
+/// One entry eviction removed (or would remove, in a dry run).
+public struct EvictedEntry: Sendable, Hashable {
+    public var remote: String
+    public var path: String
+    public var bytes: Int64
+    public var lastAccess: Date
+    /// Why: `"age"` or `"size"` (or `"clear"`).
+    public var reason: String
+}
+
+/// The result of ``Cache/evict(dryRun:)`` or ``Cache/clear(remote:)``.
+public struct EvictionReport: Sendable, Hashable {
+    public var dryRun: Bool
+    public var evicted: [EvictedEntry] = []
+    /// Entries skipped because another process is writing them right now.
+    public var skippedBusy: [String] = []
+    /// Pinned entries that were over the limits but kept.
+    public var keptPinned: Int = 0
+    public var bytesBefore: Int64 = 0
+    public var bytesAfter: Int64 = 0
+    public var freedBytes: Int64 { evicted.reduce(0) { $0 + $1.bytes } }
+}
+
+/// `cloudsync cache status`.
+public struct CacheStatus: Sendable, Hashable {
+    public var root: URL
+    public var limits: CacheLimits
+    public var entries: Int
+    public var complete: Int
+    public var partial: Int
+    public var pinned: Int
+    /// Bytes on disk: complete tracks (including older copies awaiting replacement) plus partials' present bytes.
+    public var bytesPresent: Int64
+}
+
+/// The result of ``Cache/verify(hasher:)``.
+public struct VerifyReport: Sendable, Hashable {
+    /// Complete files whose hash was checked.
+    public var checked: Int = 0
+    /// Complete files without a provider hash (not checked).
+    public var skippedNoHash: Int = 0
+    /// Remote paths (`remote:path`) whose bytes did not match: the file was deleted and marked missing.
+    public var mismatched: [String] = []
+    /// Remote paths whose complete file had vanished from `tracks/`: marked missing.
+    public var vanished: [String] = []
+}
+
+extension ContentHash {
+    /// Whether `computed` is this hash: hex digests compare case-insensitively, base64 (quickXor) exactly.
+    public func matches(_ computed: String) -> Bool {
+        kind == .quickXor ? value == computed : value.lowercased() == computed.lowercased()
+    }
+}

@@ -1,1 +1,0 @@
-// The CloudSyncCache target; see docs/ARCHITECTURE.md.

@@ -1,0 +1,128 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudSyncCore
+import Foundation
+import Synchronization
+
+extension Cache {
+    /// Opens the entry at `path` of `remote` for reading (for `serve`), touching its last access time (best
+    /// effort: a full disk must not stop playback). Reading never blocks writers; it sees bytes once a writer
+    /// has checkpointed them.
+    /// Throws `.notFound` for an unknown entry.
+    public func openReader(remote: String, path: String) throws(CacheError) -> EntryReader {
+        guard let row = try row(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
+        do {
+            try withDatabase { db throws(CacheError) in
+                try db.run("UPDATE files SET last_access = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .int(row.id)])
+            }
+        } catch {
+            logger.debug("could not record the access to \(remote):\(path): \(error)")
+        }
+        return EntryReader(cache: self, row: row)
+    }
+}
+
+/// Reads one entry's present bytes, from the complete track or the partial file being filled.
+/// Thread-safe. If the remote file changes (new fingerprint) or is removed while open, calls throw `.changed`.
+public final class EntryReader: Sendable {
+    /// Metadata of the version this reader serves (size, MIME type, modified date…).
+    public let file: RemoteFile
+    public let remote: String
+
+    private let cache: Cache
+    private let id: Int64
+    private let generation: Int64
+    private let localPath: String
+
+    private struct State {
+        var fd: Int32 = -1
+        var present = RangeSet<Int64>()
+        var closed = false
+    }
+
+    private let state: Mutex<State>
+
+    init(cache: Cache, row: IndexRow) {
+        self.cache = cache
+        file = row.file
+        remote = row.remote
+        id = row.id
+        generation = row.generation
+        localPath = row.localPath
+        state = Mutex(State(present: row.state == .complete ? RangeSet(0..<row.file.size) : row.ranges))
+    }
+
+    deinit { close() }
+
+    /// Byte ranges present now, re-read from the index. Throws `.changed` if the file changed or was removed.
+    public func presentRanges() throws(CacheError) -> RangeSet<Int64> {
+        guard let row = try cache.row(id: id), row.generation == generation else {
+            throw CacheError(.changed, "\(remote):\(file.path) changed on the remote or was removed; open it again.",
+                             path: file.path)
+        }
+        let present = row.state == .complete ? RangeSet(0..<file.size) : row.ranges
+        state.withLock { $0.present = present }
+        return present
+    }
+
+    /// Reads `range`, which must be present (see ``waitUntilPresent(_:timeout:)``); `.incomplete` otherwise.
+    public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
+        guard range.lowerBound >= 0, range.upperBound <= file.size else {
+            throw CacheError(.invalidArgument, "range \(range) is outside \(remote):\(file.path) (\(file.size) bytes)",
+                             path: file.path)
+        }
+        if range.isEmpty { return Data() }
+        if !state.withLock({ $0.present.containsAll(range) }) {
+            guard try presentRanges().containsAll(range) else {
+                throw CacheError(.incomplete, "bytes \(range) of \(remote):\(file.path) are not downloaded yet", path: file.path)
+            }
+        }
+        let fd = try descriptor()
+        return try preadAll(fd: fd, range: range, display: cache.display("tracks/\(localPath)"), cacheRoot: cache.root.path)
+    }
+
+    /// Waits (polling the index every 50 ms) until every byte of `range` is present; returns false on timeout.
+    /// Throws `.changed` if the file changed, and `CancellationError` when the task is cancelled.
+    public func waitUntilPresent(_ range: Range<Int64>, timeout: Duration) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if try presentRanges().containsAll(range) { return true }
+            if ContinuousClock.now >= deadline { return false }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Releases the file descriptor. Idempotent.
+    public func close() {
+        state.withLock { s in
+            if s.fd >= 0 { Glibc.close(s.fd) }
+            s.fd = -1
+            s.closed = true
+        }
+    }
+
+    /// The open file: the partial file (whose inode becomes the track on completion, so an open descriptor
+    /// stays valid), or the track when the entry is complete.
+    private func descriptor() throws(CacheError) -> Int32 {
+        try state.withLock { (s: inout State) throws(CacheError) -> Int32 in
+            if s.fd >= 0 { return s.fd }
+            guard !s.closed else {
+                throw CacheError(.invalidArgument, "read from a closed reader of \(remote):\(file.path)", path: file.path)
+            }
+            let partial = Cache.partialName(id: id, generation: generation)
+            var fd = openat(cache.partialFD, partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if fd < 0 {
+                // Completed meanwhile (or was complete at open): read the track.
+                var components = localPath.split(separator: "/").map(String.init)
+                let leaf = components.popLast() ?? ""
+                let dir = try cache.fs.openDirectory(components, in: cache.tracksFD, create: false,
+                                                     display: cache.display("tracks/\(localPath)"))
+                defer { Glibc.close(dir) }
+                fd = try cache.fs.openFile(leaf, in: dir, flags: O_RDONLY, display: cache.display("tracks/\(localPath)"))
+            }
+            s.fd = fd
+            return fd
+        }
+    }
+}

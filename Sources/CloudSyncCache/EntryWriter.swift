@@ -1,0 +1,374 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudSyncCore
+import Foundation
+import Synchronization
+
+extension Cache {
+    /// Opens the entry at `path` of `remote` for writing, taking its exclusive writer lock (an flock in
+    /// `locks/`, so it excludes other processes and other writers in this one). With `wait: false` a held lock
+    /// throws `.busy`; with `wait: true` the call blocks until the other writer closes.
+    /// The partial file is created at full size (sparse). If the index claims bytes of a partial file that is
+    /// gone or has the wrong size, those claims are dropped. Throws `.notFound` for an unknown entry.
+    public func openWriter(remote: String, path: String, wait: Bool = false) throws(CacheError) -> EntryWriter {
+        guard let first = try row(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
+        let lock = try EntryLock.acquire(cache: self, id: first.id, wait: wait,
+                                         busyMessage: "\(remote):\(path) is being downloaded by another cloudsync process. "
+                                            + "Try again when it finishes.")
+        // Re-read under the lock: the entry may have changed or gone while we waited.
+        guard let row = try self.row(id: first.id) else {
+            throw CacheError(.changed, "\(remote):\(path) was removed from the index while waiting for its lock.", path: path)
+        }
+        return try EntryWriter(cache: self, row: row, lock: lock)
+    }
+}
+
+/// An exclusive flock on `locks/entry-<id>.lock`, released when closed or deinitialized.
+final class EntryLock: Sendable {
+    let fd: Int32
+
+    private init(fd: Int32) { self.fd = fd }
+
+    /// Takes the lock; nil when `wait` is false and another holder has it (the caller maps that to an error).
+    static func tryAcquire(cache: Cache, id: Int64, wait: Bool) throws(CacheError) -> EntryLock? {
+        let name = Cache.entryLockName(id: id)
+        let fd = try cache.fs.openFile(name, in: cache.locksFD, flags: O_RDWR | O_CREAT, mode: 0o600,
+                                       display: cache.display("locks/\(name)"))
+        while flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+            let e = errno
+            if e == EINTR { continue }
+            Glibc.close(fd)
+            if e == EWOULDBLOCK { return nil }
+            throw CacheError.system("flock", errno: e, path: cache.display("locks/\(name)"), cacheRoot: cache.root.path)
+        }
+        return EntryLock(fd: fd)
+    }
+
+    static func acquire(cache: Cache, id: Int64, wait: Bool, busyMessage: String) throws(CacheError) -> EntryLock {
+        guard let lock = try tryAcquire(cache: cache, id: id, wait: wait) else {
+            throw CacheError(.busy, busyMessage, path: cache.display("locks/\(Cache.entryLockName(id: id))"), errno: EWOULDBLOCK)
+        }
+        return lock
+    }
+
+    deinit { Glibc.close(fd) }
+}
+
+/// Fills one entry's sparse partial file. Thread-safe: `write(_:at:)` may be called from a transport thread
+/// while another thread checkpoints.
+///
+/// Durability contract: bytes written are *pending* until ``checkpoint()``, which fdatasyncs the partial file
+/// and only then commits the ranges to the index. The index never claims bytes that are not on disk; a kill -9
+/// loses at most the bytes since the last checkpoint. Readers in other processes see bytes after a checkpoint.
+public final class EntryWriter: Sendable {
+    public let remote: String
+    public let path: String
+    /// Size of the current version.
+    public let size: Int64
+    /// The partial file being filled (the engine may re-hash it). Gone after ``complete(expectedHash:verify:)``.
+    public let partialURL: URL
+
+    private let cache: Cache
+    private let id: Int64
+    private let generation: Int64
+    private let modified: Date
+    private let localPath: String
+    private let partialName: String
+    private let fd: Int32
+    private let lock: Mutex<EntryLock?>
+
+    private struct Pending {
+        var ranges = RangeSet<Int64>()
+        var bytesSinceCheckpoint: Int64 = 0
+        var open = true
+    }
+
+    private struct Durable {
+        var committed: RangeSet<Int64>
+        var lastCheckpoint: ContinuousClock.Instant
+        var completed: Bool
+    }
+
+    /// Guards bytes written but not yet committed. Lock order: `durable` before `pending`.
+    private let pending = Mutex(Pending())
+    /// Held for a whole checkpoint, discard or completion; guards what the index holds.
+    private let durable: Mutex<Durable>
+
+    init(cache: Cache, row: IndexRow, lock: EntryLock) throws(CacheError) {
+        self.cache = cache
+        remote = row.remote
+        path = row.path
+        size = row.file.size
+        id = row.id
+        generation = row.generation
+        modified = row.file.modified
+        localPath = row.localPath
+        partialName = Cache.partialName(id: row.id, generation: row.generation)
+        partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
+        self.lock = Mutex(lock)
+        let display = cache.display("partial/\(partialName)")
+        if row.state == .complete {
+            fd = -1
+            durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), lastCheckpoint: .now, completed: true))
+            return
+        }
+        var committed = row.ranges
+        var fd = openat(cache.partialFD, partialName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        var st = stat()
+        if fd >= 0, fstat(fd, &st) == 0, Int64(st.st_size) == row.file.size {
+            // The partial file is intact: keep what the index claims.
+        } else {
+            if fd < 0, errno != ENOENT { throw cache.fs.error("open", display) }
+            if fd >= 0 { Glibc.close(fd) }
+            fd = try cache.fs.openFile(partialName, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
+                                       display: display)
+            if !committed.isEmpty {
+                cache.logger.warning("partial file of \(row.remote):\(row.path) was missing or truncated; restarting it")
+                committed = RangeSet()
+            }
+        }
+        self.fd = fd
+        durable = Mutex(Durable(committed: committed, lastCheckpoint: .now, completed: false))
+        do throws(Errno) {
+            try cache.io.ftruncate(fd, row.file.size)
+        } catch {
+            Glibc.close(fd)
+            throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: row.file.size,
+                                    cacheRoot: cache.root.path)
+        }
+        do {
+            try commit(committed)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Bytes present: committed to the index or written and pending.
+    public func presentRanges() -> RangeSet<Int64> {
+        var all = durable.withLock { $0.committed }
+        all.formUnion(pending.withLock { $0.ranges })
+        return all
+    }
+
+    /// Byte ranges still to fetch, in order.
+    public func missingRanges() -> RangeSet<Int64> { presentRanges().gaps(within: 0..<size) }
+
+    /// Writes `bytes` at `offset` (pwrite; all of them or throws). The range becomes pending until the next
+    /// checkpoint. Throws `.diskFull` (ENOSPC), `.io`, or `.invalidArgument` (outside the file or after close).
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(CacheError) {
+        let end = offset + Int64(bytes.count)
+        guard offset >= 0, end <= size else {
+            throw CacheError(.invalidArgument, "write of \(bytes.count) bytes at \(offset) is outside \(remote):\(path) "
+                + "(\(size) bytes); the server sent more than the listing said. Refresh the listing.", path: path)
+        }
+        guard pending.withLock({ $0.open }), fd >= 0 else {
+            throw CacheError(.invalidArgument, "write to \(remote):\(path) after its writer was closed or completed", path: path)
+        }
+        var done = 0
+        while done < bytes.count {
+            do throws(Errno) {
+                let n = try cache.io.pwrite(fd, UnsafeRawBufferPointer(rebasing: bytes[done...]), offset + Int64(done))
+                guard n > 0 else { throw Errno(EIO) }
+                done += n
+            } catch {
+                throw CacheError.system("write", errno: error.rawValue, path: cache.display("partial/\(partialName)"),
+                                        needing: size, cacheRoot: cache.root.path)
+            }
+        }
+        if bytes.isEmpty { return }
+        pending.withLock {
+            $0.ranges.insert(contentsOf: offset..<end)
+            $0.bytesSinceCheckpoint += Int64(bytes.count)
+        }
+    }
+
+    /// Checkpoints when ``CacheLimits/checkpointBytes`` were written or ``CacheLimits/checkpointInterval``
+    /// passed since the last checkpoint. Call after each write.
+    public func checkpointIfDue() throws(CacheError) {
+        let bytes = pending.withLock { $0.bytesSinceCheckpoint }
+        guard bytes > 0 else { return }
+        let last = durable.withLock { $0.lastCheckpoint }
+        if bytes >= cache.limits.checkpointBytes || ContinuousClock.now - last >= cache.limits.checkpointInterval {
+            try checkpoint()
+        }
+    }
+
+    /// Makes every byte written so far durable and visible: fdatasync the partial file, then commit the ranges
+    /// to the index (data before metadata). If fdatasync fails, the pending ranges are dropped (their pages may
+    /// be lost) and must be fetched again. Throws `.diskFull`, `.io`, or `.changed` when the remote file changed
+    /// (the entry's fingerprint moved on) or was removed since this writer opened.
+    public func checkpoint() throws(CacheError) {
+        try durable.withLock { (d: inout Durable) throws(CacheError) in
+            guard !d.completed else { return }
+            let snapshot = pending.withLock { p in
+                p.bytesSinceCheckpoint = 0
+                return p.ranges
+            }
+            d.lastCheckpoint = .now
+            if snapshot.isEmpty { return }
+            do throws(Errno) {
+                try cache.io.fdatasync(fd)
+            } catch {
+                pending.withLock { $0.ranges.subtract(snapshot) }
+                throw CacheError.system("fdatasync", errno: error.rawValue, path: cache.display("partial/\(partialName)"),
+                                        needing: size, cacheRoot: cache.root.path)
+            }
+            var next = d.committed
+            next.formUnion(snapshot)
+            try commit(next)
+            d.committed = next
+            pending.withLock { $0.ranges.subtract(snapshot) }
+        }
+    }
+
+    /// Forgets `range` (e.g. bytes that turned out wrong): removed from the index at once, and from pending.
+    public func discard(_ range: Range<Int64>) throws(CacheError) {
+        try durable.withLock { (d: inout Durable) throws(CacheError) in
+            guard !d.completed else { return }
+            pending.withLock { $0.ranges.remove(contentsOf: range) }
+            var next = d.committed
+            next.remove(contentsOf: range)
+            try commit(next)
+            d.committed = next
+        }
+    }
+
+    /// Drops every byte (e.g. the file changed mid-download) and frees their disk blocks.
+    public func reset() throws(CacheError) {
+        try discard(0..<size)
+        guard fd >= 0 else { return }
+        do throws(Errno) {
+            try cache.io.ftruncate(fd, 0)
+            try cache.io.ftruncate(fd, size)
+        } catch {
+            throw CacheError.system("ftruncate", errno: error.rawValue, path: cache.display("partial/\(partialName)"),
+                                    cacheRoot: cache.root.path)
+        }
+    }
+
+    /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
+    public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
+        guard presentRanges().containsAll(range) else {
+            throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
+        }
+        guard fd >= 0 else {
+            let reader = try cache.openReader(remote: remote, path: path)
+            return try reader.read(range)
+        }
+        return try preadAll(fd: fd, range: range, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+    }
+
+    /// Finishes the entry once every byte is present: checkpoint; if `expectedHash` is given, `verify` computes
+    /// the hash of the partial file (return nil when it cannot compute that kind; the hash is then not
+    /// checked); on mismatch every byte is discarded and `.hashMismatch` is thrown (fetch again once; a second
+    /// mismatch is the caller's error to report). Then fsync, set mtime to the remote's, and atomically rename
+    /// into `tracks/`, replacing an older version only now; mark complete. Nothing is done if it is already
+    /// complete. Throws `.incomplete` if bytes are missing, `.changed` if the remote file changed meanwhile.
+    public func complete(expectedHash: ContentHash?, verify: (URL) throws -> String?) throws {
+        if durable.withLock({ $0.completed }) { return }
+        let missing = missingRanges()
+        guard missing.isEmpty else {
+            throw CacheError(.incomplete, "\(remote):\(path) still misses \(ByteSize.format(missing.byteCount)); fetch "
+                + "the missing ranges before completing.", path: path)
+        }
+        try checkpoint()
+        if let expectedHash, let computed = try verify(partialURL), !expectedHash.matches(computed) {
+            try reset()
+            throw CacheError(.hashMismatch, "\(remote):\(path): downloaded bytes have \(expectedHash.kind.rawValue) "
+                + "\(computed) but the provider says \(expectedHash.value); the bytes were discarded. Pull again; if it "
+                + "repeats, the provider's copy or hash is inconsistent.", path: path)
+        }
+        try durable.withLock { (d: inout Durable) throws(CacheError) in
+            try promote()
+            d.completed = true
+        }
+        pending.withLock { $0.open = false }
+    }
+
+    private func promote() throws(CacheError) {
+        let display = cache.display("partial/\(partialName)")
+        if fsync(fd) != 0 { throw cache.fs.error("fsync", display) }
+        let seconds = modified.timeIntervalSince1970
+        var times = [timespec(tv_sec: Int(seconds.rounded(.down)), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9)),
+                     timespec(tv_sec: Int(seconds.rounded(.down)), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))]
+        if futimens(fd, &times) != 0 { throw cache.fs.error("futimens", display) }
+        var components = localPath.split(separator: "/").map(String.init)
+        guard let leaf = components.popLast() else {
+            throw CacheError(.corrupt, "empty local path for \(remote):\(path)", path: path)
+        }
+        let parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
+                                                display: cache.display("tracks/\(localPath)"))
+        defer { Glibc.close(parent) }
+        try cache.withDatabase { db throws(CacheError) in
+            try db.withTransaction { () throws(CacheError) in
+                let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
+                guard current == generation else {
+                    throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
+                        + "downloaded; pull again to fetch the new version.", path: path)
+                }
+                if renameat(cache.partialFD, partialName, parent, leaf) != 0 {
+                    throw cache.fs.error("rename", cache.display("tracks/\(localPath)"))
+                }
+                try db.run("""
+                    UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, last_access = ?
+                    WHERE id = ?
+                    """, [.real(Date().timeIntervalSince1970), .int(id)])
+            }
+        }
+        if fsync(parent) != 0 { cache.logger.warning("fsync of the folder of tracks/\(localPath) failed") }
+    }
+
+    /// Checkpoints what is pending (failures are logged) and releases the writer lock. Idempotent.
+    public func close() {
+        let wasOpen = pending.withLock { p in
+            let was = p.open
+            p.open = false
+            return was
+        }
+        if wasOpen && fd >= 0 {
+            do { try checkpoint() } catch { cache.logger.warning("last checkpoint of \(remote):\(path) failed: \(error)") }
+        }
+        let released = lock.withLock { l in
+            let had = l != nil
+            l = nil
+            return had
+        }
+        if released && fd >= 0 { Glibc.close(fd) }
+    }
+
+    private func commit(_ ranges: RangeSet<Int64>) throws(CacheError) {
+        let changed = try cache.withDatabase { db throws(CacheError) in
+            try db.run("UPDATE files SET ranges = ?, present_bytes = ?, state = ? WHERE id = ? AND generation = ?",
+                       [.blob(ranges.encoded), .int(ranges.byteCount), .int(ranges.isEmpty ? 0 : 1), .int(id), .int(generation)])
+        }
+        guard changed == 1 else {
+            throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it downloaded; "
+                + "pull again to fetch the new version.", path: path)
+        }
+    }
+}
+
+/// Reads `range` fully with pread.
+func preadAll(fd: Int32, range: Range<Int64>, display: String, cacheRoot: String) throws(CacheError) -> Data {
+    var data = Data(count: Int(range.count))
+    var done = 0
+    var failure: Int32 = 0
+    data.withUnsafeMutableBytes { buffer in
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress.map { $0 + done }, buffer.count - done, off_t(range.lowerBound + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                failure = errno
+                return
+            }
+            if n == 0 { failure = EIO; return }
+            done += n
+        }
+    }
+    if failure != 0 { throw CacheError.system("read", errno: failure, path: display, cacheRoot: cacheRoot) }
+    return data
+}

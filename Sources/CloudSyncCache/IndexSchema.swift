@@ -1,0 +1,169 @@
+import CloudSyncCore
+import Foundation
+
+/// The index schema, its migrations (`PRAGMA user_version`) and row mapping. See docs/cache.md.
+enum IndexSchema {
+    /// Migration `i` takes the schema from version `i` to `i + 1`. Append only; never edit a shipped one.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE remotes(
+            name   TEXT PRIMARY KEY,
+            cursor TEXT
+        );
+        CREATE TABLE files(
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            remote        TEXT NOT NULL,
+            path          TEXT NOT NULL,
+            local_path    TEXT NOT NULL,
+            path_key      TEXT NOT NULL,
+            provider_id   TEXT,
+            size          INTEGER NOT NULL,
+            modified      REAL NOT NULL,
+            modified_s    INTEGER NOT NULL,
+            revision      TEXT NOT NULL,
+            hashes        TEXT NOT NULL,
+            mime          TEXT,
+            download_hint TEXT,
+            state         INTEGER NOT NULL DEFAULT 0,
+            generation    INTEGER NOT NULL DEFAULT 1,
+            ranges        BLOB,
+            present_bytes INTEGER NOT NULL DEFAULT 0,
+            track_bytes   INTEGER NOT NULL DEFAULT 0,
+            pinned        INTEGER NOT NULL DEFAULT 0,
+            last_access   REAL NOT NULL,
+            UNIQUE(remote, path)
+        );
+        CREATE UNIQUE INDEX files_path_key ON files(path_key);
+        CREATE INDEX files_provider_id ON files(remote, provider_id) WHERE provider_id IS NOT NULL;
+        CREATE INDEX files_last_access ON files(last_access);
+        """,
+    ]
+
+    static func migrate(_ db: Database) throws(CacheError) {
+        try db.withTransaction { () throws(CacheError) in
+            let version = try db.first("PRAGMA user_version") { Int($0.int(0)) } ?? 0
+            guard version <= migrations.count else {
+                throw CacheError(.corrupt, "The cache index \(db.path) has schema version \(version), newer than this "
+                    + "cloudsync understands (\(migrations.count)). Upgrade cloudsync or use another cache.dir.",
+                    path: db.path)
+            }
+            for migration in migrations[version...] { try db.execute(migration) }
+            if version < migrations.count { try db.execute("PRAGMA user_version = \(migrations.count)") }
+        }
+    }
+
+    static let rowColumns = """
+        id, remote, path, local_path, provider_id, size, modified, revision, hashes, mime, download_hint, state, \
+        generation, ranges, present_bytes, track_bytes, pinned, last_access
+        """
+
+    /// Hashes as `kind:value` separated by spaces (hex and base64 contain neither); unknown kinds are skipped.
+    static func encodeHashes(_ hashes: [ContentHash]) -> String {
+        hashes.map { "\($0.kind.rawValue):\($0.value)" }.joined(separator: " ")
+    }
+
+    static func decodeHashes(_ text: String) -> [ContentHash] {
+        if text.isEmpty { return [] }
+        var result: [ContentHash] = []
+        for item in text.utf8.split(separator: UInt8(ascii: " ")) {
+            guard let colon = item.firstIndex(of: UInt8(ascii: ":")),
+                  let kind = HashKind(rawValue: String(decoding: item[..<colon], as: UTF8.self)) else { continue }
+            result.append(ContentHash(kind: kind, value: String(decoding: item[item.index(after: colon)...], as: UTF8.self)))
+        }
+        return result
+    }
+
+    static func stateCode(_ state: CacheEntryState) -> Int64 {
+        switch state {
+        case .missing: 0
+        case .partial: 1
+        case .complete: 2
+        }
+    }
+
+    /// Inserts or updates one file; returns the outcome and, on a fingerprint change, the stale partial's name.
+    static func upsert(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> (UpsertOutcome, String?) {
+        let fp = file.fingerprint
+        let metadata: [SQLValue] = [
+            file.providerID.map(SQLValue.text) ?? .null, .real(file.modified.timeIntervalSince1970),
+            .text(encodeHashes(file.hashes)), file.mimeType.map(SQLValue.text) ?? .null,
+            file.downloadHint.map(SQLValue.text) ?? .null,
+        ]
+        let existing = try db.first("SELECT id, size, modified_s, revision, generation FROM files WHERE remote = ? AND path = ?",
+                                    [.text(remote), .text(file.path)]) {
+            (id: $0.int(0), fingerprint: Fingerprint(size: $0.int(1), modified: $0.int(2), revision: $0.text(3)), generation: $0.int(4))
+        }
+        if let existing {
+            if existing.fingerprint == fp {
+                try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ? WHERE id = ?",
+                           metadata + [.int(existing.id)])
+                return (.unchanged, nil)
+            }
+            try db.run("""
+                UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?,
+                    size = ?, modified_s = ?, revision = ?, generation = generation + 1, state = 0, ranges = NULL,
+                    present_bytes = 0
+                WHERE id = ?
+                """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .int(existing.id)])
+            return (.changed, Cache.partialName(id: existing.id, generation: existing.generation))
+        }
+        let plain = LocalPath.safeComponent(remote) + "/" + LocalPath.safeRelativePath(for: file.path)
+        var local = plain
+        var attempt = 0
+        while try db.first("SELECT 1 FROM files WHERE path_key = ?", [.text(LocalPath.collisionKey(local))], { _ in true }) != nil {
+            attempt += 1
+            let salt = remote + "\u{0}" + file.path + (attempt > 1 ? "\u{0}\(attempt)" : "")
+            local = LocalPath.disambiguated(plain, salt: salt)
+        }
+        try db.run("""
+            INSERT INTO files(provider_id, modified, hashes, mime, download_hint, remote, path, local_path, path_key,
+                              size, modified_s, revision, last_access)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, metadata + [.text(remote), .text(file.path), .text(local), .text(LocalPath.collisionKey(local)),
+                             .int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970)])
+        return (.inserted, nil)
+    }
+}
+
+/// One `files` row, as selected with ``IndexSchema/rowColumns``.
+struct IndexRow: Sendable {
+    var id: Int64
+    var remote: String
+    var localPath: String
+    var file: RemoteFile
+    var state: CacheEntryState
+    var generation: Int64
+    var ranges: RangeSet<Int64>
+    var presentBytes: Int64
+    var trackBytes: Int64
+    var pinned: Bool
+    var lastAccess: Double
+
+    var path: String { file.path }
+
+    init(_ row: Row) throws(CacheError) {
+        id = row.int(0)
+        remote = row.text(1)
+        localPath = row.text(3)
+        file = RemoteFile(path: row.text(2), providerID: row.optionalText(4), size: row.int(5),
+                          modified: Date(timeIntervalSince1970: row.double(6)), revision: row.text(7),
+                          hashes: IndexSchema.decodeHashes(row.text(8)), mimeType: row.optionalText(9),
+                          downloadHint: row.optionalText(10))
+        switch row.int(11) {
+        case 1: state = .partial
+        case 2: state = .complete
+        default: state = .missing
+        }
+        generation = row.int(12)
+        let blob = row.blob(13)
+        guard let decoded = RangeSet<Int64>(encoded: blob) else {
+            throw CacheError(.corrupt, "The cache index has damaged range data for \(remote):\(file.path). Run "
+                + "`cloudsync cache clear --remote \(remote)`.", path: file.path)
+        }
+        ranges = decoded
+        presentBytes = row.int(14)
+        trackBytes = row.int(15)
+        pinned = row.int(16) != 0
+        lastAccess = row.double(17)
+    }
+}

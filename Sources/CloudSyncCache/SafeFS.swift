@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// File-system steps inside the cache root that never follow a symlink: every directory is entered with
+/// `openat(…, O_DIRECTORY | O_NOFOLLOW)` from an already-open parent, so a symlink planted anywhere inside the
+/// cache cannot redirect a write outside it.
+struct SafeFS: Sendable {
+    /// Shown in error messages.
+    let rootPath: String
+
+    /// Opens (creating when `create`) the directory `components` below `base`, one component at a time.
+    /// The caller closes the returned descriptor.
+    func openDirectory(_ components: [String], in base: Int32, create: Bool, display: String) throws(CacheError) -> Int32 {
+        var current = dup(base)
+        guard current >= 0 else { throw error("dup", display) }
+        for component in components {
+            if create, mkdirat(current, component, 0o755) != 0, errno != EEXIST {
+                let e = error("mkdir", display)
+                Glibc.close(current)
+                throw e
+            }
+            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let savedErrno = errno
+            Glibc.close(current)
+            guard next >= 0 else {
+                if savedErrno == ELOOP || savedErrno == ENOTDIR {
+                    throw CacheError(.corrupt, "\(display) in the cache has a component that is a symlink or not a "
+                        + "directory (\(component)); cloudsync never follows links inside \(rootPath). Remove it.",
+                        path: display, errno: savedErrno)
+                }
+                throw CacheError.system("open", errno: savedErrno, path: display, cacheRoot: rootPath)
+            }
+            current = next
+        }
+        return current
+    }
+
+    /// Opens a file in directory `dir` without following a symlink.
+    func openFile(_ name: String, in dir: Int32, flags: Int32, mode: mode_t = 0o644, display: String) throws(CacheError) -> Int32 {
+        let fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else {
+            if errno == ELOOP {
+                throw CacheError(.corrupt, "\(display) is a symlink; cloudsync never follows links inside \(rootPath). "
+                    + "Remove it.", path: display, errno: errno)
+            }
+            throw error("open", display)
+        }
+        return fd
+    }
+
+    /// Removes `relativePath` (a file under `base`), then each parent directory that became empty, up to but
+    /// not including the first `keep` components. Missing files are not an error.
+    func removeFile(_ relativePath: String, in base: Int32, keepingParents keep: Int) throws(CacheError) {
+        let components = relativePath.split(separator: "/").map(String.init)
+        guard let leaf = components.last else { return }
+        var fds: [Int32] = []
+        defer { for fd in fds { Glibc.close(fd) } }
+        var current = base
+        for component in components.dropLast() {
+            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0 {
+                if errno == ENOENT { return }
+                throw error("open", relativePath)
+            }
+            fds.append(next)
+            current = next
+        }
+        if unlinkat(current, leaf, 0) != 0, errno != ENOENT { throw error("unlink", relativePath) }
+        // Prune empty parents, deepest first; stop at the first that is not empty.
+        var index = components.count - 2
+        while index >= keep {
+            let parent = index == 0 ? base : fds[index - 1]
+            if unlinkat(parent, components[index], AT_REMOVEDIR) != 0 { break }
+            index -= 1
+        }
+    }
+
+    func error(_ call: String, _ display: String, needing bytes: Int64? = nil) -> CacheError {
+        CacheError.system(call, errno: errno, path: display, needing: bytes, cacheRoot: rootPath)
+    }
+}

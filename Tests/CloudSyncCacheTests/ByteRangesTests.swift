@@ -1,0 +1,69 @@
+@testable import CloudSyncCache
+import Testing
+
+@Suite struct ByteRangesTests {
+    /// Thousands of random inserts and removes, checked after each against a plain bitmap.
+    @Test func rangeBookkeepingMatchesBitmap() {
+        let s = seed("rangeBookkeepingMatchesBitmap")
+        var random = SplitMix(state: s)
+        let size = 512
+        for _ in 0..<20 {
+            var set = RangeSet<Int64>()
+            var bitmap = [Bool](repeating: false, count: size)
+            for _ in 0..<300 {
+                let a = Int.random(in: 0..<size, using: &random)
+                let b = Int.random(in: a...min(size, a + Int.random(in: 0...64, using: &random)), using: &random)
+                if Bool.random(using: &random) || Int.random(in: 0..<4, using: &random) == 0 {
+                    set.insert(contentsOf: Int64(a)..<Int64(b))
+                    for i in a..<b { bitmap[i] = true }
+                } else {
+                    set.remove(contentsOf: Int64(a)..<Int64(b))
+                    for i in a..<b { bitmap[i] = false }
+                }
+                check(set, against: bitmap, seed: s)
+            }
+        }
+    }
+
+    private func check(_ set: RangeSet<Int64>, against bitmap: [Bool], seed: UInt64) {
+        let size = Int64(bitmap.count)
+        #expect(set.byteCount == Int64(bitmap.filter { $0 }.count), "seed \(seed)")
+        // Sorted, coalesced, non-empty.
+        for (a, b) in zip(set.ranges, set.ranges.dropFirst()) { #expect(a.upperBound < b.lowerBound, "seed \(seed)") }
+        for r in set.ranges { #expect(!r.isEmpty) }
+        // Gaps are the exact complement.
+        let gaps = set.gaps(within: 0..<size)
+        for i in 0..<size { #expect(gaps.contains(i) == !bitmap[Int(i)], "seed \(seed) at \(i)") }
+        #expect(gaps.byteCount + set.byteCount == size)
+        // Round trip through the stored form.
+        #expect(RangeSet<Int64>(encoded: set.encoded) == set, "seed \(seed)")
+        // containsAll and presentPrefix on a few probes.
+        for start in stride(from: Int64(0), to: size, by: 37) {
+            let end = min(size, start + 20)
+            let all = (start..<end).allSatisfy { bitmap[Int($0)] }
+            #expect(set.containsAll(start..<end) == all, "seed \(seed) \(start)..<\(end)")
+            var prefixEnd = start
+            while prefixEnd < end && bitmap[Int(prefixEnd)] { prefixEnd += 1 }
+            #expect(set.presentPrefix(of: start..<end) == start..<prefixEnd, "seed \(seed)")
+        }
+    }
+
+    @Test func gapsWithinSubrange() {
+        var set = RangeSet<Int64>()
+        set.insert(contentsOf: 10..<20)
+        set.insert(contentsOf: 30..<40)
+        #expect(set.gaps(within: 15..<35).ranges.map { $0 } == [20..<30])
+        #expect(set.gaps(within: 0..<50).ranges.map { $0 } == [0..<10, 20..<30, 40..<50])
+        #expect(set.gaps(within: 12..<18).isEmpty)
+    }
+
+    @Test func rejectsDamagedEncoding() {
+        #expect(RangeSet<Int64>(encoded: [1, 2, 3]) == nil)
+        var backwards = RangeSet<Int64>()
+        backwards.insert(contentsOf: 5..<9)
+        var bytes = backwards.encoded
+        bytes.swapAt(0, 8)  // lower 9, upper 5
+        #expect(RangeSet<Int64>(encoded: bytes) == nil)
+        #expect(RangeSet<Int64>(encoded: []) == RangeSet<Int64>())
+    }
+}

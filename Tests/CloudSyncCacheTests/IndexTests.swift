@@ -1,0 +1,134 @@
+@testable import CloudSyncCache
+import CloudSyncCore
+import Foundation
+import Testing
+
+@Suite struct IndexTests {
+    @Test func upsertReportsOutcomesAndKeepsMetadata() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let file = remoteFile("A/one.mp3", hashes: [ContentHash(kind: .quickXor, value: "ab+/cd==")])
+        #expect(try cache.upsert(remote: "r", files: [file, remoteFile("A/two.mp3")]) == [.inserted, .inserted])
+        #expect(try cache.upsert(remote: "r", file: file) == .unchanged)
+        var changed = file
+        changed.revision = "r2"
+        #expect(try cache.upsert(remote: "r", file: changed) == .changed)
+        let entry = try #require(try cache.entry(remote: "r", path: "A/one.mp3"))
+        #expect(entry.file == changed)
+        #expect(entry.state == .missing)
+        #expect(entry.localPath == "r/A/one.mp3")
+        #expect(entry.localURL.path == dir.url.path + "/tracks/r/A/one.mp3")
+        #expect(try cache.entries(remote: "r").map(\.path) == ["A/one.mp3", "A/two.mp3"])
+        #expect(try cache.entries(remote: "other").isEmpty)
+        #expect(try cache.knownPaths(remote: "r") == ["A/one.mp3", "A/two.mp3"])
+    }
+
+    @Test func cursorsRoundTrip() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        #expect(try cache.cursor(remote: "r") == nil)
+        try cache.setCursor("abc", remote: "r")
+        try cache.setCursor("def", remote: "r")
+        #expect(try cache.cursor(remote: "r") == "def")
+        try cache.setCursor(nil, remote: "r")
+        #expect(try cache.cursor(remote: "r") == nil)
+        // Reopening keeps everything (and does not re-run migrations).
+        try cache.setCursor("kept", remote: "r")
+        #expect(try Cache.open(root: dir.url).cursor(remote: "r") == "kept")
+    }
+
+    @Test func hostileNamesStayInsideTheCacheAndNeverCollide() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let paths = ["..", "a/../../etc/passwd.mp3", "nul\u{0}.mp3", String(repeating: "n", count: 300) + ".mp3",
+                     "Caf\u{E9}.mp3", "Cafe\u{301}.mp3", "ABC.mp3", "abc.mp3", "a/./b.mp3", "a/b.mp3"]
+        try cache.upsert(remote: "../evil", files: paths.map { remoteFile($0, size: 10) })
+        let entries = try cache.entries(remote: "../evil")
+        #expect(entries.count == paths.count)
+        let keys = Set(entries.map { LocalPath.collisionKey($0.localPath) })
+        #expect(keys.count == paths.count)
+        let abc = try #require(entries.first { $0.path == "ABC.mp3" })
+        let lower = try #require(entries.first { $0.path == "abc.mp3" })
+        #expect(abc.localPath == ".._evil/ABC.mp3")  // "/" in the remote name became "_"; first one keeps its name
+        #expect(lower.localPath.hasPrefix(".._evil/abc~") && lower.localPath.hasSuffix(".mp3"))
+        for entry in entries {
+            #expect(entry.localPath.hasPrefix(".._evil/"))
+            let writer = try cache.openWriter(remote: "../evil", path: entry.path)
+            try writer.fillAndComplete()
+            writer.close()
+            let resolved = entry.localURL.standardizedFileURL.path
+            #expect(resolved.hasPrefix(dir.url.path + "/tracks/.._evil/"))
+            #expect(FileManager.default.fileExists(atPath: entry.localURL.path))
+        }
+        // Stable across runs: a new index over the same listing gives the same names.
+        let dir2 = TemporaryDirectory()
+        defer { dir2.cleanup() }
+        let again = try Cache.open(root: dir2.url)
+        try again.upsert(remote: "../evil", files: paths.map { remoteFile($0, size: 10) })
+        #expect(try again.entries(remote: "../evil").map(\.localPath) == entries.map(\.localPath))
+    }
+
+    @Test func refusesSymlinksInsideTheCache() throws {
+        let dir = TemporaryDirectory()
+        let outside = TemporaryDirectory("outside")
+        defer { dir.cleanup(); outside.cleanup() }
+        try FileManager.default.createDirectory(at: outside.url, withIntermediateDirectories: true)
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("link/x.mp3", size: 10))
+        try FileManager.default.createDirectory(at: dir.url.appendingPathComponent("tracks/r"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: dir.url.appendingPathComponent("tracks/r/link"), withDestinationURL: outside.url)
+        let writer = try cache.openWriter(remote: "r", path: "link/x.mp3")
+        let error = #expect(throws: CacheError.self) { try writer.fillAndComplete() }
+        #expect(error?.code == .corrupt)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside.url.path).isEmpty)
+    }
+
+    @Test func removalDeletesFilesButKeepsPinned() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let paths = ["A/1.mp3", "A/2.mp3", "A/sub/3.mp3", "AB/4.mp3", "B/5.mp3"]
+        try cache.upsert(remote: "r", files: paths.map { remoteFile($0, size: 10) })
+        for path in paths {
+            let w = try cache.openWriter(remote: "r", path: path)
+            try w.fillAndComplete()
+        }
+        try cache.pin(remote: "r", path: "A/2.mp3")
+        let report = try cache.removeTree(remote: "r", prefix: "A/")
+        #expect(Set(report.removed) == ["A/1.mp3", "A/sub/3.mp3"])
+        #expect(report.keptPinned == ["A/2.mp3"])
+        #expect(!FileManager.default.fileExists(atPath: dir.url.path + "/tracks/r/A/sub"))  // empty folder pruned
+        #expect(FileManager.default.fileExists(atPath: dir.url.path + "/tracks/r/A/2.mp3"))
+        #expect(FileManager.default.fileExists(atPath: dir.url.path + "/tracks/r/AB/4.mp3"))
+        #expect(try cache.remove(remote: "r", providerID: "id:B/5.mp3").removed == ["B/5.mp3"])
+        #expect(try cache.remove(remote: "r", path: "AB/4.mp3").removed == ["AB/4.mp3"])
+        #expect(try cache.knownPaths(remote: "r") == ["A/2.mp3"])
+        #expect(throws: CacheError.self) { try cache.pin(remote: "r", path: "nope.mp3") }
+    }
+
+    /// 100,000 indexed tracks: upserted in batches, listed for `ls --offline`. Prints timings; asserts counts only.
+    @Test func largeListing() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let clock = ContinuousClock()
+        let files = (0..<100_000).map { i in
+            remoteFile("Artist \(i / 1000)/Album \(i / 100)/\(i) Track.flac", size: Int64(i),
+                       hashes: [ContentHash(kind: .md5, value: "0123456789abcdef0123456789abcdef")])
+        }
+        let upsert = try clock.measure {
+            for start in stride(from: 0, to: files.count, by: 20_000) {
+                try cache.upsert(remote: "big", files: Array(files[start..<start + 20_000]))
+            }
+        }
+        var entries: [CacheEntryInfo] = []
+        let list = try clock.measure { entries = try cache.entries(remote: "big") }
+        let again = try clock.measure { try cache.upsert(remote: "big", files: Array(files[0..<20_000])) }
+        print("largeListing: upsert 100k \(upsert), entries(remote:) 100k \(list), re-upsert 20k unchanged \(again)")
+        #expect(entries.count == 100_000)
+        #expect(entries.first?.file.hashes.first?.kind == .md5)
+    }
+}

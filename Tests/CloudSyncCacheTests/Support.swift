@@ -1,0 +1,73 @@
+import CloudSyncCache
+import CloudSyncCore
+import Foundation
+
+/// A fresh directory under the system temp dir, removed by `cleanup()`.
+struct TemporaryDirectory {
+    let url: URL
+
+    init(_ label: String = "cache") {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("cloudsync-\(label)-\(UUID().uuidString)", isDirectory: true)
+    }
+
+    func cleanup() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// The byte every test expects at `offset` (same formula as the cache-crash-child helper).
+func patternByte(_ offset: Int64) -> UInt8 {
+    let x = UInt64(bitPattern: offset) &* 0x9E37_79B9_7F4A_7C15
+    return UInt8(truncatingIfNeeded: (x >> 29) ^ UInt64(bitPattern: offset))
+}
+
+func pattern(_ range: Range<Int64>) -> [UInt8] { range.map(patternByte) }
+
+/// A seeded generator (SplitMix64) so property tests can print and replay their seed.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func seed(_ name: String) -> UInt64 {
+    if let text = ProcessInfo.processInfo.environment["CLOUDSYNC_TEST_SEED"], let value = UInt64(text) { return value }
+    let value = UInt64.random(in: 0...UInt64.max)
+    print("\(name): seed \(value) (replay with CLOUDSYNC_TEST_SEED=\(value))")
+    return value
+}
+
+func remoteFile(_ path: String, size: Int64 = 1000, modified: TimeInterval = 1_700_000_000, revision: String = "r1",
+                hashes: [ContentHash] = []) -> RemoteFile {
+    RemoteFile(path: path, providerID: "id:" + path, size: size, modified: Date(timeIntervalSince1970: modified),
+               revision: revision, hashes: hashes, mimeType: "audio/mpeg")
+}
+
+extension EntryWriter {
+    /// Writes the pattern bytes of `range`.
+    func writePattern(_ range: Range<Int64>) throws {
+        try pattern(range).withUnsafeBytes { try write($0, at: range.lowerBound) }
+    }
+
+    /// Fills every missing byte with the pattern and completes with a pattern check as the "hash".
+    func fillAndComplete() throws {
+        for gap in missingRanges().ranges { try writePattern(gap) }
+        try complete(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
+    }
+}
+
+/// A `verify` closure for `complete`: "pattern" when the file holds the pattern bytes.
+func patternVerifier(_ url: URL) throws -> String? {
+    let data = try Data(contentsOf: url)
+    for (i, byte) in data.enumerated() where byte != patternByte(Int64(i)) { return "mismatch at \(i)" }
+    return "pattern"
+}
+
+/// The directory holding the built products (the test bundle and `cache-crash-child`).
+func productsDirectory() -> URL {
+    URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+}

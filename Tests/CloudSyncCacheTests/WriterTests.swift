@@ -1,0 +1,290 @@
+@testable import CloudSyncCache
+import CloudSyncCore
+import Foundation
+import Synchronization
+import Testing
+
+@Suite struct WriterTests {
+    @Test func writeCheckpointReadComplete() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 1 << 40, checkpointInterval: .seconds(3600)))
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000, modified: 1_600_000_000.5))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        #expect(FileManager.default.fileExists(atPath: writer.partialURL.path))
+        #expect(try FileManager.default.attributesOfItem(atPath: writer.partialURL.path)[.size] as? Int == 1000)
+        try writer.writePattern(100..<300)
+        #expect(writer.missingRanges().ranges.map { $0 } == [0..<100, 300..<1000])
+        // Pending bytes are not in the index yet.
+        let reader = try cache.openReader(remote: "r", path: "a.mp3")
+        #expect(try reader.presentRanges().isEmpty)
+        try writer.checkpointIfDue()  // not due: limits are huge
+        #expect(try reader.presentRanges().isEmpty)
+        try writer.checkpoint()
+        #expect(try reader.presentRanges().ranges.map { $0 } == [100..<300])
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .partial)
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.presentBytes == 200)
+        #expect(try reader.read(150..<250) == Data(pattern(150..<250)))
+        #expect(throws: CacheError.self) { try reader.read(250..<350) }
+        #expect(try await reader.waitUntilPresent(0..<1000, timeout: .milliseconds(120)) == false)
+        // Writes past the end are refused.
+        let outside = #expect(throws: CacheError.self) { try writer.writePattern(990..<1001) }
+        #expect(outside?.code == .invalidArgument)
+        // Completion is refused while bytes are missing.
+        let incomplete = #expect(throws: CacheError.self) { try writer.complete(expectedHash: nil) { _ in nil } }
+        #expect(incomplete?.code == .incomplete)
+        try writer.fillAndComplete()
+        #expect(try await reader.waitUntilPresent(0..<1000, timeout: .seconds(5)))
+        #expect(try reader.read(0..<1000) == Data(pattern(0..<1000)))
+        let entry = try #require(try cache.entry(remote: "r", path: "a.mp3"))
+        #expect(entry.state == .complete)
+        #expect(entry.presentBytes == 1000)
+        #expect(try Data(contentsOf: entry.localURL) == Data(pattern(0..<1000)))
+        let mtime = try #require(try FileManager.default.attributesOfItem(atPath: entry.localURL.path)[.modificationDate] as? Date)
+        #expect(abs(mtime.timeIntervalSince1970 - 1_600_000_000.5) < 0.01)
+        #expect(!FileManager.default.fileExists(atPath: writer.partialURL.path))
+        writer.close()
+        // A writer on a complete entry has nothing to do.
+        let again = try cache.openWriter(remote: "r", path: "a.mp3")
+        #expect(again.missingRanges().isEmpty)
+        try again.complete(expectedHash: nil) { _ in nil }
+        #expect(try again.read(0..<10) == Data(pattern(0..<10)))
+    }
+
+    @Test func secondWriterIsBusyUntilTheFirstCloses() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
+        let first = try cache.openWriter(remote: "r", path: "a.mp3")
+        let error = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "a.mp3") }
+        #expect(error?.code == .busy)
+        #expect(error?.exitCode == .locked)
+        try first.writePattern(0..<10)
+        first.close()  // checkpoints what was pending
+        let second = try cache.openWriter(remote: "r", path: "a.mp3")
+        #expect(second.missingRanges().ranges.map { $0 } == [10..<1000])
+        #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "nope.mp3") }
+    }
+
+    @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let v1 = remoteFile("song.flac", size: 500, revision: "v1", hashes: [ContentHash(kind: .sha256, value: "pattern")])
+        try cache.upsert(remote: "r", file: v1)
+        try cache.openWriter(remote: "r", path: "song.flac").fillAndComplete()
+        let url = try #require(try cache.entry(remote: "r", path: "song.flac")).localURL
+        let old = try Data(contentsOf: url)
+        var v2 = v1
+        v2.revision = "v2"
+        v2.size = 800
+        #expect(try cache.upsert(remote: "r", file: v2) == .changed)
+        let entry = try #require(try cache.entry(remote: "r", path: "song.flac"))
+        #expect(entry.state == .missing)
+        #expect(try Data(contentsOf: url) == old)  // the old copy still plays
+        let writer = try cache.openWriter(remote: "r", path: "song.flac")
+        #expect(writer.size == 800)
+        try writer.writePattern(0..<800)
+        try writer.checkpoint()
+        #expect(try Data(contentsOf: url) == old)  // still old until verified
+        // A wrong hash discards the new bytes and leaves the old copy alone.
+        let error = #expect(throws: CacheError.self) {
+            try writer.complete(expectedHash: ContentHash(kind: .sha256, value: "PATTERN-X")) { _ in "pattern" }
+        }
+        #expect(error?.code == .hashMismatch)
+        #expect(writer.missingRanges().ranges.map { $0 } == [0..<800])
+        #expect(try cache.entry(remote: "r", path: "song.flac")?.presentBytes == 0)
+        #expect(try Data(contentsOf: url) == old)
+        // Hex hashes compare case-insensitively.
+        try writer.writePattern(0..<800)
+        try writer.complete(expectedHash: ContentHash(kind: .md5, value: "ABCDEF")) { _ in "abcdef" }
+        #expect(try Data(contentsOf: url) == Data(pattern(0..<800)))
+    }
+
+    @Test func fingerprintChangeMidDownloadStopsTheOldWriter() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", revision: "1"))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0..<100)
+        try writer.checkpoint()
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", revision: "2"))
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.presentBytes == 0)
+        try writer.writePattern(100..<200)
+        let error = #expect(throws: CacheError.self) { try writer.checkpoint() }
+        #expect(error?.code == .changed)
+        writer.close()
+        let fresh = try cache.openWriter(remote: "r", path: "a.mp3")
+        #expect(fresh.missingRanges().ranges.map { $0 } == [0..<1000])
+    }
+
+    @Test func discardAndReset() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0..<600)
+        try writer.checkpoint()
+        try writer.discard(100..<200)
+        #expect(writer.missingRanges().ranges.map { $0 } == [100..<200, 600..<1000])
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.presentBytes == 500)
+        try writer.reset()
+        #expect(writer.missingRanges().ranges.map { $0 } == [0..<1000])
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .missing)
+    }
+
+    @Test func indexClaimsAreDroppedWhenThePartialFileIsGone() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0..<500)
+        try writer.checkpoint()
+        let partial = writer.partialURL
+        writer.close()
+        try FileManager.default.removeItem(at: partial)
+        let again = try cache.openWriter(remote: "r", path: "a.mp3")
+        #expect(again.missingRanges().ranges.map { $0 } == [0..<1000])
+    }
+
+    /// ENOSPC from an injected pwrite/fdatasync: clear error, the index never claims the failed bytes, and a
+    /// complete entry is untouched.
+    @Test func diskFullByFaultInjection() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let failWrites = Atomic<Bool>(false)
+        let failSync = Atomic<Bool>(false)
+        var io = FileIO.system
+        let real = FileIO.system
+        io.pwrite = { fd, buffer, offset throws(Errno) in
+            if failWrites.load(ordering: .relaxed) {
+                // A short write, then ENOSPC, as a nearly full disk does.
+                if buffer.count > 1 { return try real.pwrite(fd, UnsafeRawBufferPointer(rebasing: buffer[..<(buffer.count / 2)]), offset) }
+                throw Errno(ENOSPC)
+            }
+            return try real.pwrite(fd, buffer, offset)
+        }
+        io.fdatasync = { fd throws(Errno) in
+            if failSync.load(ordering: .relaxed) { throw Errno(ENOSPC) }
+            try real.fdatasync(fd)
+        }
+        let cache = try Cache.open(root: dir.url, io: io)
+        try cache.upsert(remote: "r", files: [remoteFile("done.mp3", size: 100), remoteFile("a.mp3", size: 4096)])
+        try cache.openWriter(remote: "r", path: "done.mp3").fillAndComplete()
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0..<1000)
+        try writer.checkpoint()
+        failWrites.store(true, ordering: .relaxed)
+        let error = #expect(throws: CacheError.self) { try writer.writePattern(1000..<2000) }
+        #expect(error?.code == .diskFull)
+        #expect(error?.exitCode == .ioError)
+        #expect(error?.message.contains(dir.url.path) == true)
+        #expect(error?.message.contains("4.0 KiB") == true)
+        failWrites.store(false, ordering: .relaxed)
+        try writer.writePattern(2000..<3000)
+        failSync.store(true, ordering: .relaxed)
+        let syncError = #expect(throws: CacheError.self) { try writer.checkpoint() }
+        #expect(syncError?.code == .diskFull)
+        failSync.store(false, ordering: .relaxed)
+        // Only the bytes synced before the faults are claimed; the failed ones must be fetched again.
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.presentBytes == 1000)
+        #expect(writer.missingRanges().ranges.map { $0 } == [1000..<4096])
+        let done = try #require(try cache.entry(remote: "r", path: "done.mp3"))
+        #expect(done.state == .complete)
+        #expect(try Data(contentsOf: done.localURL) == Data(pattern(0..<100)))
+        try writer.fillAndComplete()
+    }
+
+    @Test func evictionBySizeAndAgeKeepsPinned() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(maxSize: 2500, maxAge: 86_400))
+        let names = ["old.mp3", "pinned-old.mp3", "a.mp3", "b.mp3", "c.mp3"]
+        try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 1000) })
+        for name in names { try cache.openWriter(remote: "r", path: name).fillAndComplete() }
+        let now = Date()
+        // Access times: old ones two days ago; a, b, c in order.
+        try cache.withDatabase { db throws(CacheError) in
+            for (name, age) in [("old.mp3", 172_800.0), ("pinned-old.mp3", 172_900), ("a.mp3", 300), ("b.mp3", 200), ("c.mp3", 100)] {
+                try db.run("UPDATE files SET last_access = ? WHERE path = ?", [.real(now.timeIntervalSince1970 - age), .text(name)])
+            }
+        }
+        try cache.pin(remote: "r", path: "pinned-old.mp3")
+        // A partial counts by its present bytes.
+        try cache.upsert(remote: "r", file: remoteFile("partial.mp3", size: 1000))
+        let w = try cache.openWriter(remote: "r", path: "partial.mp3")
+        try w.writePattern(0..<400)
+        w.close()
+        #expect(try cache.status().bytesPresent == 5400)
+        let dry = try cache.evict(dryRun: true, now: now)
+        #expect(try cache.status().bytesPresent == 5400)
+        let report = try cache.evict(now: now)
+        #expect(report.evicted.map(\.path) == dry.evicted.map(\.path))
+        // old (age), then LRU by size: a, b; c and the partial (newest) fit in 2500 with the pinned one.
+        #expect(report.evicted.map(\.path) == ["old.mp3", "a.mp3", "b.mp3"])
+        #expect(report.evicted.map(\.reason) == ["age", "size", "size"])
+        #expect(report.keptPinned == 1)
+        #expect(report.bytesAfter == 2400)
+        let status = try cache.status()
+        #expect(status.bytesPresent == 2400)
+        #expect(status.complete == 2)
+        #expect(status.partial == 1)
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .missing)
+        #expect(!FileManager.default.fileExists(atPath: dir.url.path + "/tracks/r/a.mp3"))
+        #expect(FileManager.default.fileExists(atPath: dir.url.path + "/tracks/r/pinned-old.mp3"))
+        // An entry being written is skipped, not pulled out from under its writer.
+        let busy = try cache.openWriter(remote: "r", path: "partial.mp3")
+        let cleared = try cache.clear(remote: "r")
+        #expect(cleared.skippedBusy == ["r:partial.mp3"])
+        #expect(cleared.keptPinned == 1)
+        #expect(cleared.evicted.map(\.path) == ["c.mp3"])
+        busy.close()
+    }
+
+    @Test func verifyRepairsMismatches() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let hash = [ContentHash(kind: .sha256, value: "pattern")]
+        try cache.upsert(remote: "r", files: [remoteFile("good.mp3", hashes: hash), remoteFile("bad.mp3", hashes: hash),
+                                              remoteFile("nohash.mp3"), remoteFile("gone.mp3", hashes: hash)])
+        for name in ["good.mp3", "bad.mp3", "nohash.mp3", "gone.mp3"] {
+            try cache.openWriter(remote: "r", path: name).fillAndComplete()
+        }
+        let bad = try #require(try cache.entry(remote: "r", path: "bad.mp3")).localURL
+        let handle = try FileHandle(forWritingTo: bad)
+        try handle.write(contentsOf: Data([0xFF, 0xFF]))
+        try handle.close()
+        try FileManager.default.removeItem(at: try #require(try cache.entry(remote: "r", path: "gone.mp3")).localURL)
+        let report = try cache.verify { url, _ in try patternVerifier(url) ?? "" }
+        #expect(report.checked == 2)
+        #expect(report.skippedNoHash == 1)
+        #expect(report.mismatched == ["r:bad.mp3"])
+        #expect(report.vanished == ["r:gone.mp3"])
+        #expect(try cache.entry(remote: "r", path: "bad.mp3")?.state == .missing)
+        #expect(!FileManager.default.fileExists(atPath: bad.path))
+        #expect(try cache.entry(remote: "r", path: "good.mp3")?.state == .complete)
+    }
+
+    @Test func pullLockNamesTheHolder() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let lock = try cache.pullLock(remote: "music", wait: false)
+        let error = #expect(throws: CacheError.self) { try cache.pullLock(remote: "music", wait: false) }
+        #expect(error?.code == .locked)
+        #expect(error?.exitCode == .locked)
+        #expect(error?.message.contains("pulling remote music") == true)
+        #expect(error?.message.contains("pid \(getpid())") == true)
+        #expect(error?.message.contains("--wait") == true)
+        let other = try cache.pullLock(remote: "other", wait: false)
+        lock.release()
+        let again = try cache.pullLock(remote: "music", wait: true)
+        again.release()
+        other.release()
+    }
+}
