@@ -83,8 +83,8 @@ struct CacheCommand {
                     return .ok
                 }
             }
-            let removed = try cache.clear(remote: remote)
-            console.out("cleared \(removed) entries\n")
+            let report = try cache.clear(remote: remote)
+            console.out("cleared \(report.evicted.count) tracks (\(ByteSize.format(report.freedBytes))); pinned tracks kept: \(report.keptPinned)\n")
         case "path":
             let args = context.arguments.positionals
             guard args.count == 2 else {

@@ -116,7 +116,7 @@ extension ExitCode: Comparable {
 }
 
 /// Cancels the running work on SIGINT/SIGTERM (once); a second Ctrl-C exits at once.
-final class InterruptHandler: Sendable {
+final class InterruptHandler {
     private let sources: [any DispatchSourceSignal]
 
     init(_ onInterrupt: @escaping @Sendable () -> Void) {

@@ -10,14 +10,15 @@ final class FileJob: Sendable {
     let remote: String
     let file: RemoteFile
     let writer: EntryWriter
-    /// Hash kind verified at completion: the provider's best, else SHA-256 for local integrity checks.
-    let hashKind: HashKind
+    /// The provider's best hash, verified at completion; nil when the provider publishes none (then the size
+    /// and the ETag checks on every range are what guard the bytes).
+    let expectedHash: ContentHash?
     private let state: Mutex<State>
 
     struct State {
         var download: DownloadRequest?
         var etag: String?
-        var hasher: any ContentHasher
+        var hasher: (any ContentHasher)?
         /// Bytes [0, hashedUpTo) are in `hasher`.
         var hashedUpTo: Int64 = 0
         var fetched: Int64 = 0
@@ -28,8 +29,8 @@ final class FileJob: Sendable {
         self.remote = remote
         self.file = file
         self.writer = writer
-        hashKind = file.preferredHash?.kind ?? .sha256
-        state = Mutex(State(hasher: makeHasher(for: hashKind)))
+        expectedHash = file.preferredHash
+        state = Mutex(State(hasher: file.preferredHash.map { makeHasher(for: $0.kind) }))
     }
 
     var fetched: Int64 { state.withLock { $0.fetched } }
@@ -41,7 +42,7 @@ final class FileJob: Sendable {
     func restart(etag: String?) throws {
         try writer.reset()
         state.withLock {
-            $0.hasher = makeHasher(for: hashKind)
+            $0.hasher = expectedHash.map { makeHasher(for: $0.kind) }
             $0.hashedUpTo = 0
             $0.etag = etag
         }
@@ -56,8 +57,8 @@ struct JobSink: ByteSink {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
         try job.writer.write(bytes, at: offset)
         let report: Int64 = job.withState { s in
-            if offset == s.hashedUpTo {
-                s.hasher.update(bytes)
+            if offset == s.hashedUpTo, s.hasher != nil {
+                s.hasher?.update(bytes)
                 s.hashedUpTo += Int64(bytes.count)
             }
             s.fetched += Int64(bytes.count)
@@ -97,8 +98,7 @@ struct FileFetcher: Sendable {
     func complete(_ job: FileJob) async throws {
         try job.writer.checkpoint()
         let computed = try finishHash(job)
-        let expected = job.file.hashes.first { $0.kind == job.hashKind }
-        try job.writer.complete(expected: expected, computed: ContentHash(kind: job.hashKind, value: computed))
+        try job.writer.complete(expectedHash: job.expectedHash) { _ in computed }
     }
 
     private func nextChunk(_ job: FileJob, within bounds: Range<Int64>) -> Range<Int64>? {
@@ -106,7 +106,9 @@ struct FileFetcher: Sendable {
             // A 0-byte file has nothing to fetch; never send Range for it.
             return nil
         }
-        guard let gap = job.writer.missingRanges().first(overlapping: bounds) else { return nil }
+        guard let gap = job.writer.missingRanges().ranges.first(where: { $0.overlaps(bounds) })?.clamped(to: bounds) else {
+            return nil
+        }
         return gap.lowerBound ..< min(gap.upperBound, gap.lowerBound + chunkSize)
     }
 
@@ -179,10 +181,11 @@ struct FileFetcher: Sendable {
     }
 
     /// Feeds the hash with the bytes not hashed while arriving (resumed or out of order), read from disk.
-    private func finishHash(_ job: FileJob) throws -> String {
+    /// Nil when the provider has no hash.
+    private func finishHash(_ job: FileJob) throws -> String? {
         let size = job.file.size
         var start = job.withState { $0.hashedUpTo }
-        var hasher = job.withState { $0.hasher }
+        guard var hasher = job.withState({ $0.hasher }) else { return nil }
         let block: Int64 = 1 << 20
         while start < size {
             let data = try job.writer.read(start ..< min(size, start + block))

@@ -31,7 +31,7 @@ public struct Sync: Sendable {
     }
 
     public func run() async throws -> SyncReport {
-        let lock = try cache.acquirePullLock(remote: remote, wait: options.waitForLock)
+        let lock = try cache.pullLock(remote: remote, wait: options.waitForLock)
         defer { lock.release() }
         var report = SyncReport(remote: remote, provider: providerName)
 
@@ -48,13 +48,13 @@ public struct Sync: Sendable {
         try apply(listing)
         try await fetchAll(plan, into: &report)
         for path in plan.remove {
-            let keptPinned = try cache.removeFile(remote: remote, path: path)
-            events(.removed(remote: remote, path: path, keptPinned: keptPinned))
+            let removal = try cache.remove(remote: remote, path: path)
+            events(.removed(remote: remote, path: path, keptPinned: !removal.keptPinned.isEmpty))
         }
         if let cursor = listing.cursor { try cache.setCursor(cursor, remote: remote) }
         let eviction = try cache.evict(dryRun: false)
-        if eviction.removedCount > 0 {
-            logger.info("evicted \(eviction.removedCount) tracks (\(ByteSize.format(eviction.removedBytes))) to stay within the cache limits")
+        if !eviction.evicted.isEmpty {
+            logger.info("evicted \(eviction.evicted.count) tracks (\(ByteSize.format(eviction.freedBytes))) to stay within the cache limits")
         }
         return report
     }
@@ -81,7 +81,7 @@ public struct Sync: Sendable {
 
     func list() async throws -> Listing {
         events(.listing(remote: remote))
-        let known = try cache.files(remote: remote)
+        let known = Dictionary(try cache.entries(remote: remote).map { ($0.path, $0.file) }, uniquingKeysWith: { $1 })
         var listing = Listing()
         var upserts: [String: RemoteFile] = [:]
         var deletions: [RemoteDeletion] = []
@@ -133,15 +133,15 @@ public struct Sync: Sendable {
     // MARK: - Plan
 
     func makePlan(_ listing: Listing) throws -> SyncPlan {
-        let states = try cache.states(remote: remote)
+        let states = Dictionary(try cache.entries(remote: remote).map { ($0.path, $0) }, uniquingKeysWith: { $1 })
         var plan = SyncPlan()
         for path in listing.files.keys.sorted() {
             guard let file = listing.files[path], options.selects(path) else { continue }
-            if let state = states[path], state.fingerprint == file.fingerprint {
-                if state.complete { plan.upToDate += 1; continue }
+            if let state = states[path], state.file.fingerprint == file.fingerprint {
+                if state.state == .complete { plan.upToDate += 1; continue }
                 plan.fetch.append(.init(file: file, missingBytes: file.size - state.presentBytes, changed: false))
             } else {
-                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: states[path]?.complete == true))
+                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: states[path]?.state == .complete))
             }
         }
         plan.remove = listing.gone.filter { options.selects($0) }.sorted()
@@ -151,7 +151,7 @@ public struct Sync: Sendable {
     /// Records the listing in the index: new and changed files (a changed fingerprint drops cached bytes;
     /// the old complete track stays until the new one is verified).
     func apply(_ listing: Listing) throws {
-        try cache.upsert(remote: remote, files: Array(listing.files.values))
+        _ = try cache.upsert(remote: remote, files: Array(listing.files.values))
     }
 
     // MARK: - Fetch
@@ -229,35 +229,47 @@ public struct Sync: Sendable {
     /// One file: open its entry, run `work`, then verify and promote (refetching once after a hash mismatch).
     private func fetchOne(_ file: RemoteFile, fetcher: FileFetcher,
                           work: @Sendable (FileJob) async throws -> FileResult?) async throws -> FileResult {
-        var attempt = 0
-        while true {
-            attempt += 1
+        for attempt in 1 ... 2 {
             let writer: EntryWriter
             do {
-                writer = try cache.openWriter(remote: remote, file: file)
-            } catch let error as CacheError where !error.stopsRun {
+                writer = try cache.openWriter(remote: remote, path: file.path, wait: true)
+            } catch {
+                if error.stopsRun { throw error }
                 return .failed(message: error.message, exitCode: error.exitCode)
             }
             defer { writer.close() }
-            events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingBytes))
+            events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingRanges().byteCount))
             let job = FileJob(remote: remote, file: file, writer: writer)
             do {
                 if let partial = try await work(job) { return partial }
                 try await fetcher.complete(job)
-                return .completed(fetched: job.fetched, verifiedWith: file.preferredHash?.kind)
-            } catch let error as CacheError where error.code == .hashMismatch && attempt == 1 {
-                logger.warning("\(file.path): \(error.message); fetching it once more")
-                continue
-            } catch let error as CacheError where !error.stopsRun {
-                return .failed(message: error.message, exitCode: error.exitCode)
-            } catch let error as ProviderError where !error.stopsRun {
-                try? writer.checkpoint()
-                return .failed(message: error.message, exitCode: error.exitCode)
+                return .completed(fetched: job.fetched, verifiedWith: job.expectedHash?.kind)
             } catch {
                 try? writer.checkpoint()
+                if let failure = Self.fileFailure(error, retryable: attempt == 1) {
+                    return failure
+                }
+                if (error as? CacheError)?.code == .hashMismatch {
+                    logger.warning("\(file.path): \(String(describing: error)); fetching it once more")
+                    continue
+                }
                 throw error
             }
         }
+        return .failed(message: "\(file.path): hash mismatch twice", exitCode: .partialFailure)
+    }
+
+    /// The per-file result for `error`, or nil when it must be rethrown (it stops the run) or, for a first
+    /// hash mismatch, retried.
+    private static func fileFailure(_ error: any Error, retryable: Bool) -> FileResult? {
+        if let cacheError = error as? CacheError {
+            if cacheError.stopsRun || (cacheError.code == .hashMismatch && retryable) { return nil }
+            return .failed(message: cacheError.message, exitCode: cacheError.exitCode)
+        }
+        if let providerError = error as? ProviderError, !providerError.stopsRun {
+            return .failed(message: providerError.message, exitCode: providerError.exitCode)
+        }
+        return nil
     }
 }
 
