@@ -15,8 +15,10 @@ Basic auth demo / demo-pass (or `Authorization: Bearer TOKEN` with --bearer TOKE
   --forbidden NAME    the folder NAME (decoded, relative to PREFIX) answers 403
   --malformed NAME    the folder NAME answers a truncated body ("" = the root)
   --escape            the root listing also holds hrefs outside PREFIX
+  --delay MS          every PROPFIND answer waits MS milliseconds (makes concurrency observable)
 
-GET /_stats (no auth) answers JSON: {"propfind": n, "get": n, "depths": [...], "paths": {path: n}}.
+GET /_stats (no auth) answers JSON: {"propfind": n, "get": n, "depths": [...], "paths": {path: n},
+"max_inflight": most PROPFINDs being answered at once}.
 GET on a file answers its bytes, honouring a single Range.
 """
 import argparse
@@ -27,6 +29,7 @@ import re
 import socket
 import sys
 import threading
+import time
 import zlib
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,6 +75,8 @@ class State:
         self.paths = {}
         self.cut_done = set()
         self.port = 0
+        self.inflight = 0
+        self.max_inflight = 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -111,7 +116,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/_stats":
             s = self.state
             with s.lock:
-                body = json.dumps({"propfind": s.propfind, "get": s.get, "depths": s.depths, "paths": s.paths}).encode()
+                body = json.dumps({"propfind": s.propfind, "get": s.get, "depths": s.depths, "paths": s.paths,
+                                   "max_inflight": s.max_inflight}).encode()
             return self.send(200, body, [("Content-Type", "application/json")])
         with self.state.lock:
             self.state.get += 1
@@ -134,6 +140,19 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, data, headers)
 
     def do_PROPFIND(self):
+        s = self.state
+        with s.lock:
+            s.inflight += 1
+            s.max_inflight = max(s.max_inflight, s.inflight)
+        try:
+            if s.args.delay:
+                time.sleep(s.args.delay / 1000)
+            self.propfind()
+        finally:
+            with s.lock:
+                s.inflight -= 1
+
+    def propfind(self):
         s = self.state
         length = int(self.headers.get("Content-Length", "0") or 0)
         self.rfile.read(length)
@@ -232,6 +251,7 @@ def main():
     p.add_argument("--malformed")
     p.add_argument("--escape", action="store_true")
     p.add_argument("--bearer")
+    p.add_argument("--delay", type=int, default=0)
     args = p.parse_args()
     if not args.prefix.endswith("/"):
         args.prefix += "/"

@@ -155,6 +155,7 @@ final class FakeWebDAVServer: Sendable {
         var get: Int
         var depths: [String?]
         var paths: [String: Int]
+        var max_inflight: Int
     }
 
     func stats() async throws -> Stats {

@@ -1,6 +1,7 @@
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -8,8 +9,14 @@ import FoundationNetworking
 /// TEMPORARY, test-only `Transport` over URLSession, used until `CurlTransport` exists. It buffers whole
 /// bodies and refuses every redirect (FoundationNetworking would forward `Authorization` across them), so
 /// it is fit for loopback tests only. Cut connections and timeouts become `ProviderError(.transient)`.
+///
+/// FoundationNetworking quirks measured here (Swift 6.3.1): a 401 with `WWW-Authenticate` never completes
+/// under `.performDefaultHandling` (and `.useCredential` with nil crashes), so the delegate cancels the
+/// challenge and the 401 is rebuilt from `challenge.failureResponse`; a connection closed without any answer
+/// is only noticed when `timeout` runs out.
 final class URLSessionTestTransport: Transport, @unchecked Sendable {
     private let session: URLSession
+    private let delegate = SessionDelegate()
 
     init(timeout: TimeInterval = 20) {
         let config = URLSessionConfiguration.ephemeral
@@ -17,7 +24,7 @@ final class URLSessionTestTransport: Transport, @unchecked Sendable {
         config.timeoutIntervalForResource = timeout * 3
         config.urlCache = nil
         config.httpShouldSetCookies = false
-        session = URLSession(configuration: config, delegate: RefuseRedirects(), delegateQueue: nil)
+        session = URLSession(configuration: config, delegate: delegate, delegateQueue: nil)
     }
 
     deinit { session.invalidateAndCancel() }
@@ -73,17 +80,25 @@ final class URLSessionTestTransport: Transport, @unchecked Sendable {
     }
 
     private func perform(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        do {
-            let (data, response) = try await session.data(for: request)
-            guard let http = response as? HTTPURLResponse else {
-                throw ProviderError(.invalidResponse, "not an HTTP response")
+        let delegate = self.delegate
+        let session = self.session
+        let shown = redactedURL(request.url ?? URL(fileURLWithPath: "/"))
+        return try await withCheckedThrowingContinuation { continuation in
+            let box = TaskIDBox()
+            let task = session.dataTask(with: request) { data, response, error in
+                let id = box.id.withLock { $0 }
+                let refused = id.flatMap { delegate.takeRefusal(taskID: $0) }
+                if let http = response as? HTTPURLResponse {
+                    continuation.resume(returning: (data ?? Data(), http))
+                } else if let refused {
+                    continuation.resume(returning: (Data(), refused))
+                } else {
+                    continuation.resume(throwing: ProviderError(.transient,
+                        "network error talking to \(shown): \(error.map { "\($0)" } ?? "no response"); retrying"))
+                }
             }
-            return (data, http)
-        } catch let error as ProviderError {
-            throw error
-        } catch {
-            throw ProviderError(.transient, "network error talking to \(redactedURL(request.url ?? URL(fileURLWithPath: "/"))): \(error.localizedDescription); retrying",
-                                cause: error as? URLError)
+            box.id.withLock { $0 = task.taskIdentifier }
+            task.resume()
         }
     }
 
@@ -96,7 +111,24 @@ final class URLSessionTestTransport: Transport, @unchecked Sendable {
     }
 }
 
-private final class RefuseRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+private final class TaskIDBox: Sendable {
+    let id = Mutex<Int?>(nil)
+}
+
+private final class SessionDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    /// 401 responses whose challenge was cancelled, by task identifier.
+    private let refusals = Mutex<[Int: HTTPURLResponse]>([:])
+
+    func takeRefusal(taskID: Int) -> HTTPURLResponse? { refusals.withLock { $0.removeValue(forKey: taskID) } }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        if let response = challenge.failureResponse as? HTTPURLResponse {
+            refusals.withLock { $0[task.taskIdentifier] = response }
+        }
+        completionHandler(.cancelAuthenticationChallenge, nil)
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         completionHandler(nil)
