@@ -1,1 +1,0 @@
-// The WebDAV provider; see docs/ARCHITECTURE.md.

@@ -1,0 +1,303 @@
+import CloudSyncCore
+import CloudSyncHTTP
+import Foundation
+import Synchronization
+
+/// A generic WebDAV (RFC 4918) remote: Apache mod_dav, nginx dav-ext, rclone serve, Nextcloud/ownCloud, IIS,
+/// Synology, webdav.yandex.ru. See docs/webdav.md.
+///
+/// Listing walks the tree breadth-first with `PROPFIND Depth: 1` (never `infinity`, which Apache, nginx and
+/// ownCloud refuse), at most ``maxConcurrentPropfinds`` at once, one request per folder and none per file.
+/// There is no change feed: every listing is `.full` and cursors are ignored.
+public final class WebDAVProvider: Provider {
+    /// PROPFINDs in flight at once during a listing.
+    public static let maxConcurrentPropfinds = 4
+    /// Folders deeper than this under the root are skipped with a warning (symlink loops on the server).
+    public static let maxDepth = 64
+
+    public let options: WebDAVOptions
+    public var remoteName: String { options.remoteName }
+
+    private let client: APIClient
+    private let audio: AudioFilter
+    private let logger: Logger
+    /// Hash kinds seen in `oc:checksums` so far.
+    private let seenHashKinds = Mutex<Set<HashKind>>([])
+
+    /// `transport` moves bytes, `pacer` retries 423/425/429/500/502/503/504/509 and cut connections,
+    /// `audio` decides which files are listed. Nothing is sent before the first call.
+    public init(options: WebDAVOptions, transport: any Transport, pacer: Pacer, audio: AudioFilter, logger: Logger) {
+        self.options = options
+        self.audio = audio
+        self.logger = logger
+        let host = options.url.host ?? "<no host>"
+        let name = options.remoteName
+        self.client = APIClient(transport: transport, pacer: pacer, tokens: nil, logger: logger) { response in
+            WebDAVProvider.classify(response, host: host, remoteName: name)
+        }
+    }
+
+    /// No change feed; SHA-1/MD5 once the server has sent `oc:checksums` (ownCloud, Nextcloud).
+    public var capabilities: ProviderCapabilities {
+        ProviderCapabilities(hashKinds: seenHashKinds.withLock { $0 }, hasChangeFeed: false, supportsRanges: true)
+    }
+
+    // MARK: Listing
+
+    /// Yields one `.full` page per folder answer that holds audio files (the root's page always, even when
+    /// empty), every page with a nil cursor; `cursor` is ignored. Entries come in no particular order but the
+    /// listing is complete when the stream ends without error.
+    ///
+    /// Errors: on the root, 401 → `.unauthorized`, 404/409 → `.notFound`, 403 → `.forbidden`, a body that is
+    /// not a multistatus → `.invalidResponse`; 423/425/429/500/502/503/504/509 and cut connections are retried
+    /// by the pacer and surface as `.rateLimited`/`.transient` once retries are spent. A subfolder answering
+    /// 403/404/409 or malformed XML is logged as a warning and skipped; any other subfolder failure ends the
+    /// listing with that error (a partial `.full` listing would look like deletions).
+    public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    try await self.walk { continuation.yield($0) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    private enum FolderOutcome: Sendable {
+        case listed(folder: [String], files: [RemoteFile], subfolders: [[String]])
+        case skipped
+    }
+
+    private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws {
+        let base = try baseLocation()
+        var queue: [[String]] = [[]]
+        var next = 0
+        var visited: Set<[String]> = [[]]
+        try await withThrowingTaskGroup(of: FolderOutcome.self) { group in
+            var inFlight = 0
+            while true {
+                while inFlight < Self.maxConcurrentPropfinds, next < queue.count {
+                    let folder = queue[next]
+                    next += 1
+                    inFlight += 1
+                    group.addTask { try await self.listFolder(folder, base: base) }
+                }
+                guard let outcome = try await group.next() else { break }
+                inFlight -= 1
+                guard case .listed(let folder, let files, let subfolders) = outcome else { continue }
+                if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
+                for sub in subfolders where !visited.contains(sub) {
+                    visited.insert(sub)
+                    if sub.count > Self.maxDepth {
+                        logger.warning("webdav \(remoteName): skipping '\(sub.joined(separator: "/"))': deeper than \(Self.maxDepth) folders (a symlink loop on the server?)")
+                        continue
+                    }
+                    queue.append(sub)
+                }
+            }
+        }
+    }
+
+    /// The encoded URL prefix of the mirrored root (ends with `/`) and its decoded path segments.
+    struct BaseLocation: Sendable {
+        var urlPrefix: String
+        var segments: [String]
+
+        /// URL of the folder or file at `relative` (decoded segments under the root), each segment encoded.
+        func url(for relative: [String], isFolder: Bool) -> URL? {
+            let tail = relative.map(WebDAVPath.encodeSegment).joined(separator: "/")
+            return URL(string: urlPrefix + tail + (isFolder && !relative.isEmpty ? "/" : ""))
+        }
+    }
+
+    func baseLocation() throws -> BaseLocation {
+        let url = options.url
+        guard var comps = URLComponents(url: url, resolvingAgainstBaseURL: false),
+              let scheme = comps.scheme?.lowercased(), scheme == "http" || scheme == "https", comps.host?.isEmpty == false else {
+            throw ProviderError(.configuration,
+                "remote \(remoteName): url '\(redactedURL(url))' is not an http(s) URL; set url to the WebDAV collection, e.g. https://cloud.example.com/remote.php/dav/files/me/Music/")
+        }
+        comps.query = nil
+        comps.fragment = nil
+        comps.user = nil
+        comps.password = nil
+        var path = comps.percentEncodedPath
+        guard let urlSegments = WebDAVPath.decodeSegments(ofEncodedPath: Substring(path)) else {
+            throw ProviderError(.configuration, "remote \(remoteName): url '\(redactedURL(url))' has a path that is not valid percent-encoded UTF-8; fix url in the config")
+        }
+        if !path.hasSuffix("/") { path += "/" }
+        let rootSegments = options.root.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        if rootSegments.contains(where: { $0 == "." || $0 == ".." }) {
+            throw ProviderError(.configuration, "remote \(remoteName): root '\(options.root)' may not contain '.' or '..'; name a folder under url")
+        }
+        comps.percentEncodedPath = path
+        guard let prefix = comps.string else {
+            throw ProviderError(.configuration, "remote \(remoteName): url '\(redactedURL(url))' cannot be used; fix url in the config")
+        }
+        let rootTail = rootSegments.map { WebDAVPath.encodeSegment($0) + "/" }.joined()
+        return BaseLocation(urlPrefix: prefix + rootTail, segments: urlSegments + rootSegments)
+    }
+
+    private func listFolder(_ folder: [String], base: BaseLocation) async throws -> FolderOutcome {
+        try Task.checkCancellation()
+        guard let url = base.url(for: folder, isFolder: true) else {
+            logger.warning("webdav \(remoteName): cannot build a URL for folder '\(folder.joined(separator: "/"))'; skipped")
+            return .skipped
+        }
+        var request = HTTPRequest(method: "PROPFIND", url: url, headers: [
+            "Depth": "1",
+            "Content-Type": "application/xml; charset=utf-8",
+            "Accept": "application/xml, text/xml",
+        ], body: WebDAVAPI.propfindBody)
+        if let auth = options.authorization { request.headers.set("Authorization", auth) }
+        let isRoot = folder.isEmpty
+        let shown = redactedURL(url)
+        let response: HTTPResponse
+        do {
+            response = try await client.send(request)
+        } catch var error as ProviderError {
+            if isRoot {
+                switch error.code {
+                case .notFound:
+                    error.message = "WebDAV collection \(shown) of remote \(remoteName) does not exist (HTTP \(error.status ?? 404)); check url and root in the config"
+                case .forbidden:
+                    error.message = "WebDAV server refused to list \(shown) of remote \(remoteName) (HTTP 403); check the account's permissions, url and root"
+                default: break
+                }
+                throw error
+            }
+            switch error.code {
+            case .notFound, .forbidden:
+                logger.warning("webdav \(remoteName): cannot read folder '\(folder.joined(separator: "/"))' (HTTP \(error.status.map(String.init) ?? "?")); skipped")
+                return .skipped
+            default:
+                throw error
+            }
+        }
+        let entries: [WebDAVAPI.Entry]
+        do {
+            entries = try WebDAVAPI.parseMultistatus(response.body)
+        } catch {
+            let message = "WebDAV server answered PROPFIND \(shown) of remote \(remoteName) with an unreadable body (\(error)); check that url points at a WebDAV collection"
+            if isRoot { throw ProviderError(.invalidResponse, message, status: response.status) }
+            logger.warning("webdav \(remoteName): \(message); folder skipped")
+            return .skipped
+        }
+        let (files, subfolders) = interpret(entries, folder: folder, requestURL: url, base: base)
+        return .listed(folder: folder, files: files, subfolders: subfolders)
+    }
+
+    /// Audio files and subfolders among `entries`, the answer for `folder`. The folder's own entry is
+    /// skipped; hrefs that do not resolve under the mirrored root are logged and skipped. Entries deeper than
+    /// one level (servers that ignore `Depth`) are kept: their paths are still right.
+    func interpret(_ entries: [WebDAVAPI.Entry], folder: [String], requestURL: URL, base: BaseLocation)
+        -> (files: [RemoteFile], subfolders: [[String]]) {
+        let requestPath = URLComponents(url: requestURL, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? "/"
+        var files: [RemoteFile] = []
+        var subfolders: [[String]] = []
+        var kinds: Set<HashKind> = []
+        for entry in entries {
+            guard let segments = WebDAVPath.resolve(href: entry.href, requestPath: requestPath) else {
+                logger.warning("webdav \(remoteName): skipping an entry whose href is not valid percent-encoded UTF-8 in the listing of '\(folder.joined(separator: "/"))'")
+                continue
+            }
+            guard segments.count >= base.segments.count, Array(segments.prefix(base.segments.count)) == base.segments else {
+                logger.warning("webdav \(remoteName): skipping href '/\(segments.joined(separator: "/"))': it is outside the mirrored collection")
+                continue
+            }
+            let relative = Array(segments.dropFirst(base.segments.count))
+            if relative == folder || relative.isEmpty { continue }
+            if entry.isCollection {
+                subfolders.append(relative)
+                continue
+            }
+            let path = relative.joined(separator: "/")
+            let mime = entry.contentType.flatMap { $0.isEmpty ? nil : $0 }
+            guard audio.isAudio(name: relative[relative.count - 1], mimeType: mime) else { continue }
+            guard let sizeText = entry.contentLength, let size = Int64(sizeText), size >= 0 else {
+                logger.warning("webdav \(remoteName): skipping '\(path)': the server gave no getcontentlength")
+                continue
+            }
+            let modified: Date
+            if let text = entry.lastModified, let date = WebDAVDate.parse(text) {
+                modified = date
+            } else {
+                logger.debug("webdav \(remoteName): '\(path)' has no readable getlastmodified (\(entry.lastModified ?? "none")); using 1970-01-01")
+                modified = Date(timeIntervalSince1970: 0)
+            }
+            let hashes = WebDAVAPI.hashes(fromChecksums: entry.checksums)
+            kinds.formUnion(hashes.map(\.kind))
+            files.append(RemoteFile(path: path, size: size, modified: modified, revision: entry.etag ?? "",
+                                    hashes: hashes, mimeType: mime,
+                                    downloadHint: base.url(for: relative, isFolder: false)?.absoluteString))
+        }
+        if !kinds.isEmpty { seenHashKinds.withLock { $0.formUnion(kinds) } }
+        return (files, subfolders)
+    }
+
+    // MARK: Downloads
+
+    /// The resource URL (built from `file.path` under the current url/root, each segment percent-encoded)
+    /// with the `Authorization` header, which must not follow a redirect to another host, and the listing's
+    /// ETag when it is strong (usable for `If-Range`). No network call. nginx lists no ETag: the engine then
+    /// takes the one from the first GET, and size + Last-Modified is the fingerprint.
+    public func resolveDownload(for file: RemoteFile) async throws -> DownloadRequest {
+        let base = try baseLocation()
+        let relative = file.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard !relative.isEmpty, !relative.contains(where: { $0 == "." || $0 == ".." }),
+              let url = base.url(for: relative, isFolder: false) else {
+            throw ProviderError(.notFound, "remote \(remoteName): '\(file.path)' is not a file path under the collection; run `cloudsync pull` again to refresh the listing")
+        }
+        var headers: [(name: String, value: String)] = []
+        if let auth = options.authorization { headers.append((name: "Authorization", value: auth)) }
+        return DownloadRequest(url: url, headers: headers, sendsAuthOnRedirect: false, etag: Self.strongETag(file.revision))
+    }
+
+    /// `etag` when it is a strong entity tag (`"..."`, not `W/"..."`), else nil.
+    static func strongETag(_ etag: String) -> String? {
+        let t = etag.trimmingCharacters(in: .whitespaces)
+        guard t.count >= 2, t.hasPrefix("\""), t.hasSuffix("\"") else { return nil }
+        return t
+    }
+
+    // MARK: Errors
+
+    /// rclone's WebDAV retry set (webdav.go `retryErrorCodes`): 423 425 429 500 502 503 504 509.
+    static func classify(_ response: HTTPResponse, host: String, remoteName: String) -> ProviderError? {
+        let status = response.status
+        let shown = redactedURL(response.head.url)
+        switch status {
+        case 207: return nil
+        case 200..<300:
+            return ProviderError(.invalidResponse, "WebDAV server at \(host) answered PROPFIND \(shown) with HTTP \(status) instead of 207 Multi-Status; check that url points at a WebDAV collection", status: status)
+        case 401:
+            return ProviderError(.unauthorized, "WebDAV server at \(host) refused the credentials for remote \(remoteName): check user/password (or password_command)", status: status)
+        case 403:
+            return ProviderError(.forbidden, "WebDAV server at \(host) refused access to \(shown) (HTTP 403); check the account's permissions", status: status)
+        case 404, 409, 410:
+            return ProviderError(.notFound, "\(shown) does not exist on the WebDAV server (HTTP \(status)); check url and root", status: status)
+        case 429, 503:
+            return ProviderError(.rateLimited, "WebDAV server at \(host) is throttling or unavailable (HTTP \(status)); retrying later", status: status,
+                                 retryAfter: retryAfter(response.headers["Retry-After"]))
+        case 423, 425, 500, 502, 504, 509:
+            return ProviderError(.transient, "WebDAV server at \(host) answered HTTP \(status) to \(shown); retrying", status: status,
+                                 retryAfter: retryAfter(response.headers["Retry-After"]))
+        case 405, 501:
+            return ProviderError(.configuration, "\(shown) does not accept PROPFIND (HTTP \(status)): it is not a WebDAV collection; check url", status: status)
+        default:
+            return ProviderError(.invalidResponse, "WebDAV server at \(host) answered HTTP \(status) to PROPFIND \(shown); check url and the server's logs", status: status)
+        }
+    }
+
+    /// Seconds from a `Retry-After` value: delta-seconds or an HTTP date (clamped at 0); nil when absent or unreadable.
+    static func retryAfter(_ value: String?, now: Date = Date()) -> TimeInterval? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value), seconds >= 0 { return TimeInterval(seconds) }
+        guard let date = WebDAVDate.parse(value) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+}

@@ -1,0 +1,168 @@
+import CloudSyncCore
+import CloudSyncHTTP
+import Foundation
+import Synchronization
+import Testing
+@testable import WebDAV
+
+/// Helpers for the WebDAV tests only (Tests/TestSupport belongs to someone else this round).
+enum WebDAVTestPaths {
+    /// The package root, found from this file's path.
+    static let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let fixtures = packageRoot.appendingPathComponent("Tests/ProviderTests/Fixtures/webdav")
+    static let fakeServer = packageRoot.appendingPathComponent("Tests/Fakes/webdav_fake.py")
+    static let startScript = packageRoot.appendingPathComponent("Tests/servers/start-webdav.sh")
+
+    static func fixture(_ name: String) throws -> Data {
+        try Data(contentsOf: fixtures.appendingPathComponent(name))
+    }
+}
+
+/// Collects log lines so tests can check warnings.
+final class LogCollector: Sendable {
+    private let lines = Mutex<[(LogLevel, String)]>([])
+
+    var logger: Logger { Logger(level: .debug) { level, message in self.lines.withLock { $0.append((level, message)) } } }
+    var warnings: [String] { lines.withLock { $0.filter { $0.0 == .warning }.map(\.1) } }
+    var all: [String] { lines.withLock { $0.map(\.1) } }
+}
+
+/// A `ByteSink` into memory, for checking downloaded bytes.
+final class MemorySink: ByteSink {
+    private let storage = Mutex<[UInt8]>([])
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        storage.withLock { buffer in
+            let end = Int(offset) + bytes.count
+            if buffer.count < end { buffer.append(contentsOf: repeatElement(0, count: end - buffer.count)) }
+            buffer.replaceSubrange(Int(offset)..<end, with: bytes)
+        }
+    }
+
+    var bytes: [UInt8] { storage.withLock { $0 } }
+}
+
+/// A transport that must never be used (parsing tests).
+struct UnusedTransport: Transport {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        throw ProviderError(.invalidResponse, "UnusedTransport.send called for \(request.method) \(request.url)")
+    }
+
+    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, into sink: any ByteSink) async throws -> DownloadOutcome {
+        throw ProviderError(.invalidResponse, "UnusedTransport.download called")
+    }
+}
+
+/// A pacer that records the delays it was asked to wait and waits them for real (bounded by the tests'
+/// Retry-After of 1 s).
+final class RecordingSleeps: Sendable {
+    private let delays = Mutex<[TimeInterval]>([])
+    var recorded: [TimeInterval] { delays.withLock { $0 } }
+
+    func pacer(retries: Int = 4) -> Pacer {
+        Pacer(policy: .init(retries: retries, baseDelay: 0.01, maxDelay: 0.05)) { seconds in
+            self.delays.withLock { $0.append(seconds) }
+            try await Task.sleep(for: .seconds(min(seconds, 2)))
+        }
+    }
+}
+
+func makeProvider(url: String, root: String = "", transport: any Transport = UnusedTransport(), pacer: Pacer? = nil,
+                  auth: WebDAVOptions.Auth = .basic, password: String = "demo-pass", logs: LogCollector = LogCollector()) throws -> WebDAVProvider {
+    let u = try #require(URL(string: url))
+    let options = WebDAVOptions(remoteName: "test", url: u, root: root, user: "demo", password: password, auth: auth)
+    return WebDAVProvider(options: options, transport: transport, pacer: pacer ?? RecordingSleeps().pacer(), audio: AudioFilter(),
+                          logger: logs.logger)
+}
+
+/// Every page of a listing, in order.
+func collectPages(_ provider: WebDAVProvider) async throws -> [ListingPage] {
+    var pages: [ListingPage] = []
+    for try await page in provider.listAudio(cursor: nil) { pages.append(page) }
+    return pages
+}
+
+/// A child process started for a test, stopped by `stop()` (closing its stdin and terminating it).
+final class ChildProcess: @unchecked Sendable {
+    let process = Process()
+    private let stdinPipe = Pipe()
+    private let stdoutPipe = Pipe()
+    private let stderrPipe = Pipe()
+
+    /// Starts `arguments` through /usr/bin/env and returns its first stdout line. Fails the test with a clear
+    /// message (and stops the child) if that line does not come within `timeout` seconds.
+    static func start(_ arguments: [String], timeout: TimeInterval = 15) async throws -> (ChildProcess, String) {
+        let child = ChildProcess()
+        child.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        child.process.arguments = arguments
+        child.process.standardInput = child.stdinPipe
+        child.process.standardOutput = child.stdoutPipe
+        child.process.standardError = child.stderrPipe
+        try child.process.run()
+        let handle = child.stdoutPipe.fileHandleForReading
+        let process = child.process
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { if process.isRunning { process.terminate() } }
+        let line: String = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var bytes: [UInt8] = []
+                while true {
+                    let chunk = handle.readData(ofLength: 1)
+                    if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
+                    bytes.append(contentsOf: chunk)
+                }
+                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
+            }
+        }
+        if line.isEmpty {
+            child.stop()
+            let err = String(decoding: child.stderrPipe.fileHandleForReading.availableData, as: UTF8.self)
+            throw ProviderError(.configuration, "`\(arguments.joined(separator: " "))` printed nothing within \(Int(timeout)) s (is it installed?): \(err)")
+        }
+        return (child, line)
+    }
+
+    func stop() {
+        try? stdinPipe.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
+
+/// The fake server of Tests/Fakes/webdav_fake.py, one per test.
+final class FakeWebDAVServer: Sendable {
+    let port: Int
+    private let child: ChildProcess
+
+    static func start(_ options: [String]) async throws -> FakeWebDAVServer {
+        let (child, line) = try await ChildProcess.start(["python3", WebDAVTestPaths.fakeServer.path] + options)
+        guard let port = Int(line.trimmingCharacters(in: .whitespaces)) else {
+            child.stop()
+            throw ProviderError(.configuration, "webdav_fake.py printed '\(line)' instead of a port")
+        }
+        return FakeWebDAVServer(port: port, child: child)
+    }
+
+    private init(port: Int, child: ChildProcess) {
+        self.port = port
+        self.child = child
+    }
+
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    struct Stats: Decodable {
+        var propfind: Int
+        var get: Int
+        var depths: [String?]
+        var paths: [String: Int]
+        var max_inflight: Int
+    }
+
+    func stats() async throws -> Stats {
+        let url = try #require(URL(string: url("/_stats")))
+        let response = try await URLSessionTestTransport().send(HTTPRequest(url: url))
+        return try JSONDecoder().decode(Stats.self, from: response.body)
+    }
+
+    func stop() { child.stop() }
+}
