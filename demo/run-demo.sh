@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 run="$here/run"
-bin="$top/.build/release/cloudsync"
+bin="${CLOUDSYNC_BIN:-$top/.build/release/cloudsync}"
 [ -x "$bin" ] || { echo "demo: $bin is missing; run 'make demo' (it builds first)" >&2; exit 1; }
 mkdir -p "$run"
 python3 "$here/make-library.py" "$run/library"

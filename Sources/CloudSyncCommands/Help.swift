@@ -17,7 +17,7 @@ struct HelpRenderer {
         }
         out += usage + "\n"
         if !command.discussion.isEmpty {
-            out += "\n" + command.discussion + "\n"
+            out += "\n" + wrap(command.discussion, width: width).joined(separator: "\n") + "\n"
         }
         if !command.positionals.isEmpty {
             out += "\nARGUMENTS:\n"
