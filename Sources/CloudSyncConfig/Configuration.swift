@@ -7,7 +7,7 @@ public enum ProviderKind: String, CaseIterable, Sendable, Hashable {
 }
 
 /// How a WebDAV remote authenticates: `basic` (user/password), `bearer` (a fixed `access_token`)
-/// or `oauth` (tokens refreshed at `token_url`).
+/// or `oauth` (Yandex's `Authorization: OAuth <token>`); the token comes from `access_token` or `login`.
 public enum WebDAVAuth: String, CaseIterable, Sendable, Hashable {
     case basic, bearer, oauth
 }

@@ -180,14 +180,8 @@ struct SchemaReader {
         if provider == .webdav && config.url == nil {
             throw fail("webdav remote \"\(name)\" has no url; add url = \"https://host/path/\"", at: table.position)
         }
-        if let authAt = table["auth"]?.position {
-            if config.webdavAuth == .bearer && config.accessToken == nil {
-                throw fail("auth = \"bearer\" needs access_token (e.g. access_token = \"env:DAV_TOKEN\")", at: authAt)
-            }
-            if config.webdavAuth == .oauth && config.tokenURL == nil {
-                throw fail("auth = \"oauth\" needs token_url, the full URL of the server's OAuth token endpoint", at: authAt)
-            }
-        }
+        // auth = "bearer"/"oauth" take their token from access_token or from `cloudsync login`; which one is
+        // present is checked when the remote is used (exit 4 with a hint), not here.
         return config
     }
 

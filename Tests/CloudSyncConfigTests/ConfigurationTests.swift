@@ -144,8 +144,6 @@ struct ConfigurationTests {
         ("[audio]\nextensions = \"mp3\"", "t.toml:2:14: extensions must be an array of strings like [\"mp3\", \"flac\"], got string"),
         ("[audio]\nextensions = [\"mp3\", 3]", "t.toml:2:22: extensions must contain only strings, got integer"),
         ("[audio]\nextensions = [\"a/b\"]", "t.toml:2:15: \"a/b\" is not a file extension; write it like \"flac\""),
-        ("[remote.a]\nprovider = \"webdav\"\nurl = \"https://x.org\"\nauth = \"bearer\"", "t.toml:4:8: auth = \"bearer\" needs access_token (e.g. access_token = \"env:DAV_TOKEN\")"),
-        ("[remote.a]\nprovider = \"webdav\"\nurl = \"https://x.org\"\nauth = \"oauth\"", "t.toml:4:8: auth = \"oauth\" needs token_url, the full URL of the server's OAuth token endpoint"),
         ("[pull]\njobs 4", "t.toml:2:6: expected '=' after key \"jobs\", found '4'"),
         ("[pull]\njobs = 4\njobs = 5", "t.toml:3:1: key jobs is defined twice; it was first defined at line 2 as an integer value"),
     ]
