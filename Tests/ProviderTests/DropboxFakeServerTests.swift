@@ -33,8 +33,6 @@ final class DropboxFake: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = FileHandle.standardError
         try process.run()
-        let child = process
-        DispatchQueue.global().asyncAfter(deadline: .now() + 15) { if child.isRunning && child.processIdentifier > 0 {} }
         let line = Self.readLine(stdout.fileHandleForReading, timeout: 15)
         guard let port = Int(line.trimmingCharacters(in: .whitespaces)) else {
             if process.isRunning { process.terminate() }
