@@ -1,1 +1,0 @@
-// The Dropbox provider; see docs/ARCHITECTURE.md.
