@@ -36,7 +36,7 @@ public final class DropboxProvider: Provider {
 
     /// `content_hash` on every file, a change feed (cursor), ranges on downloads.
     public var capabilities: ProviderCapabilities {
-        ProviderCapabilities(hashKinds: [.dropbox], hasChangeFeed: true, supportsRanges: true)
+        ProviderCapabilities(hashKinds: [.dropbox], hasChangeFeed: true, supportsRanges: true, caseInsensitivePaths: true)
     }
 
     // MARK: Listing

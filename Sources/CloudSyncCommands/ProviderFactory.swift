@@ -1,6 +1,7 @@
 import CloudSyncConfig
 import CloudSyncCore
 import CloudSyncHTTP
+import Dropbox
 import Foundation
 import WebDAV
 
@@ -24,7 +25,14 @@ struct ProviderFactory {
         switch remote.provider {
         case .webdav:
             provider = try makeWebDAV(remote, pacer: pacer)
-        case .dropbox, .gdrive, .onedrive, .yandex:
+        case .dropbox:
+            var options = DropboxOptions(remoteName: remote.name, root: remote.root)
+            if let url = remote.apiURL { options.apiURL = url }
+            if let url = remote.contentURL { options.contentURL = url }
+            if let url = remote.tokenURL { options.tokenURL = url }
+            let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
+            provider = DropboxProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
+        case .gdrive, .onedrive, .yandex:
             throw ProviderError(.configuration,
                 "remote '\(remote.name)': the \(remote.provider.rawValue) provider is not available in this version of cloudsync yet; only webdav is")
         }
@@ -48,6 +56,16 @@ struct ProviderFactory {
         let options = WebDAVOptions(remoteName: remote.name, url: url, root: remote.root, user: remote.user ?? "",
                                     password: password, auth: auth)
         return WebDAVProvider(options: options, transport: transport, pacer: pacer, audio: audio, logger: logger)
+    }
+
+    /// The remote's tokens: refreshable when a refresh token and client are known, else the access token as is.
+    private func tokenSource(_ remote: RemoteConfig, client: OAuthRefresher.Client) throws -> any TokenSource {
+        if let refresh = remote.refreshToken, !refresh.isEmpty {
+            return OAuthRefresher(remoteName: remote.name,
+                                  tokens: TokenSet(accessToken: remote.accessToken ?? "", refreshToken: refresh, expiresAt: remote.accessToken == nil ? .distantPast : nil),
+                                  client: client, transport: transport, logger: logger)
+        }
+        return StaticTokenSource(token: try token(remote), remoteName: remote.name)
     }
 
     private func token(_ remote: RemoteConfig) throws -> String {

@@ -69,11 +69,15 @@ public struct ProviderCapabilities: Sendable, Hashable {
     public var hasChangeFeed: Bool
     /// Whether content hosts honour Range (all five do; a server that ignores it is still handled).
     public var supportsRanges: Bool
+    /// Whether two paths differing only in case name the same file (Dropbox, OneDrive): deletions by path
+    /// then match case-insensitively.
+    public var caseInsensitivePaths: Bool
 
-    public init(hashKinds: Set<HashKind>, hasChangeFeed: Bool, supportsRanges: Bool = true) {
+    public init(hashKinds: Set<HashKind>, hasChangeFeed: Bool, supportsRanges: Bool = true, caseInsensitivePaths: Bool = false) {
         self.hashKinds = hashKinds
         self.hasChangeFeed = hasChangeFeed
         self.supportsRanges = supportsRanges
+        self.caseInsensitivePaths = caseInsensitivePaths
     }
 }
 

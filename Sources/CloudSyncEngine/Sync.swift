@@ -122,9 +122,14 @@ public struct Sync: Sendable {
     private func matching(_ deletion: RemoteDeletion, in files: [String: RemoteFile]) -> [String] {
         switch deletion {
         case .path(let p):
-            let prefix = p.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+            let fold = provider.capabilities.caseInsensitivePaths
+            let prefix = fold ? p.trimmingCharacters(in: CharacterSet(charactersIn: "/")).lowercased()
+                : p.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
             if prefix.isEmpty { return Array(files.keys) }
-            return files.keys.filter { $0 == prefix || $0.hasPrefix(prefix + "/") || $0.lowercased() == prefix.lowercased() }
+            return files.keys.filter { key in
+                let k = fold ? key.lowercased() : key
+                return k == prefix || k.hasPrefix(prefix + "/")
+            }
         case .providerID(let id):
             return files.filter { $0.value.providerID == id }.map(\.key)
         }
