@@ -1,1 +1,0 @@
-// The YandexDisk provider; see docs/ARCHITECTURE.md.
