@@ -4,6 +4,7 @@ import CloudSyncHTTP
 import Dropbox
 import Foundation
 import WebDAV
+import YandexDisk
 
 /// Builds a remote's provider, pacer and transport from its configuration. The one place that knows every
 /// provider target.
@@ -32,7 +33,14 @@ struct ProviderFactory {
             if let url = remote.tokenURL { options.tokenURL = url }
             let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
             provider = DropboxProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
-        case .gdrive, .onedrive, .yandex:
+        case .yandex:
+            var options = YandexOptions(remoteName: remote.name, root: remote.root)
+            if let url = remote.apiURL { options.apiURL = url }
+            let client = OAuthRefresher.Client(tokenURL: remote.tokenURL ?? YandexOptions.defaultTokenURL,
+                                               clientID: remote.clientID, clientSecret: remote.clientSecret)
+            provider = YandexDiskProvider(options: options, transport: transport, pacer: pacer,
+                                          tokens: try tokenSource(remote, client: client), audio: audio, logger: logger)
+        case .gdrive, .onedrive:
             throw ProviderError(.configuration,
                 "remote '\(remote.name)': the \(remote.provider.rawValue) provider is not available in this version of cloudsync yet; only webdav is")
         }
@@ -63,7 +71,7 @@ struct ProviderFactory {
         if let refresh = remote.refreshToken, !refresh.isEmpty {
             return OAuthRefresher(remoteName: remote.name,
                                   tokens: TokenSet(accessToken: remote.accessToken ?? "", refreshToken: refresh, expiresAt: remote.accessToken == nil ? .distantPast : nil),
-                                  client: client, transport: transport, logger: logger)
+                                  client: client, transport: transport, logger: logger, persist: { _ in })
         }
         return StaticTokenSource(token: try token(remote), remoteName: remote.name)
     }

@@ -136,8 +136,14 @@ struct FileFetcher: Sendable {
                     throw ProviderError(.invalidResponse, "\(job.file.path) changed size on the server during download (\(total) bytes now, \(job.file.size) listed); the next pull will fetch the new version")
                 }
                 throw ProviderError(.invalidResponse, "the server refused the byte range \(chunk.lowerBound)-\(chunk.upperBound - 1) of \(job.file.path) (416)")
-            case 401, 403, 404, 410 where !refusedOnce:
+            case 401, 403, 404, 410:
                 // Links expire and tokens age: resolve again once, then continue from the same offset.
+                // (A `where` on a multi-pattern case guards only its last pattern, hence the explicit check.)
+                if refusedOnce {
+                    throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody,
+                                                 context: "downloading \(job.file.path) from \(outcome.head.url.host ?? "the server")")
+                        ?? ProviderError(.invalidResponse, "downloading \(job.file.path): HTTP \(status)", status: status)
+                }
                 refusedOnce = true
                 logger.info("\(job.file.path): content host answered \(status); resolving the download again")
                 let fresh = try await provider.resolveDownload(for: job.file, rejected: download, status: status)

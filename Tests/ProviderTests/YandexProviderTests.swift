@@ -264,19 +264,14 @@ struct YandexProviderTests {
 
 @Suite("CurlTransport against the Yandex fake")
 struct YandexFakeTransportTests {
-    /// Known issue of CloudSyncHTTP (not of this provider): Exchange.onHeader strips line ends with
-    /// `hasSuffix("\n")`, which is false for the single Character "\r\n", so the head never completes and the body
-    /// is dropped. While that lasts the other Yandex tests run on YandexURLSessionTransport; once it is fixed this
-    /// test fails ("known issue not recorded"): remove the wrapper, and the tests use CurlTransport by themselves.
+    /// Headers and JSON bodies arrive intact through the real transport (CRLF handling regression).
     @Test("CurlTransport reads the fake's JSON answers")
     func curlReadsFake() async throws {
         try await YandexFake.with(["files": [["path": "a.mp3", "size": 3]]]) { fake in
             let curl = try CurlTransport()
-            await withKnownIssue("CloudSyncHTTP Exchange keeps CRLF in header lines and drops bodies") {
-                let response = try await curl.send(HTTPRequest(url: fake.apiURL.appendingPathComponent("_log")))
-                #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
-                #expect((try? JSONSerialization.jsonObject(with: response.body)) is [Any])
-            }
+            let response = try await curl.send(HTTPRequest(url: fake.apiURL.appendingPathComponent("_log")))
+            #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
+            #expect((try? JSONSerialization.jsonObject(with: response.body)) is [Any])
         }
     }
 }

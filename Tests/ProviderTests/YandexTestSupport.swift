@@ -101,8 +101,7 @@ final class YandexFake: @unchecked Sendable {
             let err = String(decoding: stderrPipe.fileHandleForReading.availableData, as: UTF8.self)
             throw ProviderError(.configuration, "python3 Tests/Fakes/yandex_fake.py did not print its ports (is python3 installed?): '\(line)' \(err)")
         }
-        let curl = try CurlTransport()
-        let transport: any Transport = await curlReads(port: ports[0], curl) ? curl : YandexURLSessionTransport()
+        let transport = try CurlTransport()
         return YandexFake(apiPort: ports[0], downloadPort: ports[1], transport: transport,
                           process: process, stdinPipe: stdinPipe)
     }
@@ -113,12 +112,6 @@ final class YandexFake: @unchecked Sendable {
         self.transport = transport
         self.process = process
         self.stdinPipe = stdinPipe
-    }
-
-    /// Whether `curl` gets the JSON body of the fake's request log (see ``YandexFakeTransportTests``).
-    static func curlReads(port: Int, _ curl: CurlTransport) async -> Bool {
-        guard let response = try? await curl.send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/_log")!)) else { return false }
-        return (try? JSONSerialization.jsonObject(with: response.body)) is [Any]
     }
 
     var apiURL: URL { URL(string: "http://127.0.0.1:\(apiPort)")! }
