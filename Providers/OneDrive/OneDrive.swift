@@ -1,1 +1,0 @@
-// The OneDrive provider; see docs/ARCHITECTURE.md.
