@@ -133,7 +133,7 @@ public struct QuickXorHasher: ContentHasher {
     static let widthBits = 160
     static let shift = 11
     /// 1760 bytes: after that many input bytes the bit offsets repeat.
-    static let bufferSize = widthBits / 8 * shift
+    static let bufferSize = widthBits * shift
 
     /// Byte j of the input (mod 1760) is XORed into `buffer[j]`; folded into the register at the end.
     private var buffer = [UInt8](repeating: 0, count: QuickXorHasher.bufferSize)

@@ -1,1 +1,158 @@
-// Shared test support.
+// Shared test support: temporary directories, child processes whose port is read from their output,
+// repository paths, and a tiny loopback HTTP server. Loopback only; everything is bounded in time.
+import Foundation
+import Testing
+
+/// Where things are in the repository checkout the tests run from.
+public enum RepositoryPaths {
+    /// The repository root (found from this file's path, so it works from any working directory).
+    public static let root: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// `Tests/Fakes/<name>`.
+    public static func fake(_ name: String) -> URL {
+        root.appendingPathComponent("Tests/Fakes").appendingPathComponent(name)
+    }
+}
+
+/// A directory under the system temporary directory, removed with everything in it when this object dies.
+public final class TemporaryDirectory: Sendable {
+    public let url: URL
+    public var path: String { url.path }
+
+    public init(prefix: String = "cloudsync-test") throws {
+        let base = URL(fileURLWithPath: NSTemporaryDirectory())
+        url = base.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    /// `url/relative`.
+    public func file(_ relative: String) -> URL { url.appendingPathComponent(relative) }
+}
+
+/// Runs `body` with a fresh temporary directory that is removed afterwards.
+public func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let dir = try TemporaryDirectory()
+    defer { withExtendedLifetime(dir) {} }
+    return try await body(dir.url)
+}
+
+/// Finds an executable on PATH (or an absolute path), or nil.
+public func which(_ program: String) -> String? {
+    if program.hasPrefix("/") { return FileManager.default.isExecutableFile(atPath: program) ? program : nil }
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+    for dir in path.split(separator: ":") {
+        let candidate = "\(dir)/\(program)"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+}
+
+/// An error from test support, with what to do about it.
+public struct TestSupportError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A child process whose stdout is read line by line (stderr is passed through). Terminated (SIGTERM, then
+/// SIGKILL after a second) by `stop()` or when the object dies.
+public final class ChildProcess: @unchecked Sendable {
+    public let process = Process()
+    private let stdout = Pipe()
+    private let lock = NSLock()
+    private var buffer = Data()
+    private var lines: [String] = []
+    private var ended = false
+
+    /// Starts `program` (a name on PATH or an absolute path). Throws a clear error when it is not installed.
+    public init(_ program: String, _ arguments: [String], environment: [String: String]? = nil,
+                currentDirectory: URL? = nil) throws {
+        guard let executable = which(program) else {
+            throw TestSupportError("\(program) is not installed; install it (the Makefile does: apt-get install the Debian package providing it)")
+        }
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        process.standardOutput = stdout
+        process.standardInput = FileHandle.nullDevice
+        stdout.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let chunk = handle.availableData
+            self?.received(chunk)
+        }
+        try process.run()
+    }
+
+    deinit { stop() }
+
+    private func received(_ chunk: Data) {
+        lock.lock()
+        defer { lock.unlock() }
+        if chunk.isEmpty {
+            ended = true
+            stdout.fileHandleForReading.readabilityHandler = nil
+            return
+        }
+        buffer.append(chunk)
+        while let nl = buffer.firstIndex(of: 0x0A) {
+            lines.append(String(decoding: buffer[buffer.startIndex..<nl], as: UTF8.self))
+            buffer = Data(buffer[(nl + 1)...])
+        }
+    }
+
+    /// Waits (polling, at most `timeout`) for a stdout line starting with `prefix`; returns the rest of it.
+    public func waitForLine(prefix: String, timeout: TimeInterval = 10) async throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let (found, done): (String?, Bool) = {
+                lock.lock()
+                defer { lock.unlock() }
+                return (lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }, ended)
+            }()
+            if let found { return found.trimmingCharacters(in: .whitespaces) }
+            if done || !process.isRunning {
+                throw TestSupportError("\(process.executableURL?.lastPathComponent ?? "child") exited (status \(process.isRunning ? 0 : process.terminationStatus)) before printing '\(prefix)'")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestSupportError("\(process.executableURL?.lastPathComponent ?? "child") printed no '\(prefix)' line within \(timeout) s")
+    }
+
+    /// Waits for a line `PORT <n>` (or `<prefix><n>`) and returns n.
+    public func waitForPort(prefix: String = "PORT ", timeout: TimeInterval = 10) async throws -> Int {
+        let text = try await waitForLine(prefix: prefix, timeout: timeout)
+        guard let port = Int(text), port > 0 else { throw TestSupportError("not a port: '\(text)'") }
+        return port
+    }
+
+    /// Terminates the process (SIGTERM, SIGKILL after 1 s) and waits for it.
+    public func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(1)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+/// The Python fault server `Tests/Fakes/http_faults.py` on a free loopback port (see its docstring for routes).
+public final class FaultServer: Sendable {
+    public let port: Int
+    private let child: ChildProcess
+
+    public init() async throws {
+        let script = RepositoryPaths.fake("http_faults.py")
+        child = try ChildProcess("python3", [script.path])
+        port = try await child.waitForPort()
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    public func url(_ path: String, host: String = "127.0.0.1") -> URL {
+        URL(string: "http://\(host):\(port)\(path)")!
+    }
+
+    public func stop() { child.stop() }
+}
