@@ -37,7 +37,7 @@ public final class OneDriveProvider: Provider {
 
     /// quickXorHash on every file (Personal and Business); SHA-1/SHA-256 are published too when Graph has them.
     public var capabilities: ProviderCapabilities {
-        ProviderCapabilities(hashKinds: [.quickXor], hasChangeFeed: true, supportsRanges: true)
+        ProviderCapabilities(hashKinds: [.quickXor], hasChangeFeed: true, supportsRanges: true, caseInsensitivePaths: true)
     }
 
     // MARK: Listing

@@ -3,6 +3,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Dropbox
 import Foundation
+import OneDrive
 import WebDAV
 import YandexDisk
 
@@ -40,7 +41,13 @@ struct ProviderFactory {
                                                clientID: remote.clientID, clientSecret: remote.clientSecret)
             provider = YandexDiskProvider(options: options, transport: transport, pacer: pacer,
                                           tokens: try tokenSource(remote, client: client), audio: audio, logger: logger)
-        case .gdrive, .onedrive:
+        case .onedrive:
+            var options = OneDriveOptions(remoteName: remote.name, root: remote.root)
+            if let url = remote.apiURL { options.apiURL = url }
+            if let url = remote.tokenURL { options.tokenURL = url }
+            let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
+            provider = OneDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
+        case .gdrive:
             throw ProviderError(.configuration,
                 "remote '\(remote.name)': the \(remote.provider.rawValue) provider is not available in this version of cloudsync yet; only webdav is")
         }
