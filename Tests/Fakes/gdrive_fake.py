@@ -18,6 +18,7 @@ import base64
 import hashlib
 import json
 import random
+import re
 import sys
 import threading
 import urllib.parse
@@ -264,6 +265,7 @@ class Drive:
     def __init__(self, spec):
         self.root_id = spec.get("rootId", "0AROOTFOLDERID")
         self.items = {}
+        self.children = {}  # parent id -> set of child ids (to answer "'x' in parents and ..." quickly)
         self.changes = []  # list of file ids, change n = index+1
         self.min_token = 1
         self.access_token = spec.get("accessToken", "tok-0")
@@ -317,7 +319,10 @@ class Drive:
         it.setdefault("parents", [self.root_id])
         self.revision += 1
         it["headRevisionId"] = f"rev{self.revision}"
+        self.unlink(it["id"])
         self.items[it["id"]] = it
+        for p in it.get("parents", []):
+            self.children.setdefault(p, set()).add(it["id"])
         if record:
             self.changes.append((it["id"], False))
 
@@ -336,6 +341,11 @@ class Drive:
                 f["sha256Checksum"] = hashlib.sha256(data).hexdigest()
             f["headRevisionId"] = it["headRevisionId"]
         return f
+
+    def unlink(self, fid):
+        old = self.items.get(fid)
+        for p in (old or {}).get("parents", []):
+            self.children.get(p, set()).discard(fid)
 
     def lookup(self, fid):
         if fid == "root":
@@ -365,6 +375,7 @@ def apply_op(d, op):
             it["version"] = it.get("version", 0) + 1
         d.put(it)
     elif kind == "delete":
+        d.unlink(op["id"])
         d.items.pop(op["id"], None)
         d.changes.append((op["id"], True))
     elif kind == "invalidateChangeTokens":
@@ -513,7 +524,14 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(403, "teamDrivesParameterRequiresSupportsAllDrives",
                            "The includeItemsFromAllDrives parameter requires supportsAllDrives", "supportsAllDrives")
         matches = []
-        for it in d.items.values():
+        candidates = d.items.values()
+        # "'<id>' in parents and ..." can only match children of <id>: a shortcut, the predicate still decides.
+        head = re.match(r"^\s*'((?:[^'\\]|\\.)*)'\s+in\s+parents\s+and\s", q1.get("q", ""))
+        if head and not any(t.kind == "word" and t.value == "or" for t in tokenize(q1["q"])):
+            pid = re.sub(r"\\(.)", r"\1", head.group(1))
+            pid = d.root_id if pid == "root" else pid
+            candidates = [d.items[c] for c in d.children.get(pid, ()) if c in d.items]
+        for it in candidates:
             if it["id"] == d.root_id:
                 continue
             view = dict(it)
