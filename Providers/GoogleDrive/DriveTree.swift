@@ -9,6 +9,8 @@ struct DriveTree: Codable, Sendable, Equatable {
     struct Folder: Codable, Sendable, Equatable {
         var name: String
         var parent: String
+
+        enum CodingKeys: String, CodingKey { case name = "n", parent = "p" }
     }
 
     struct File: Codable, Sendable, Equatable {
@@ -20,6 +22,11 @@ struct DriveTree: Codable, Sendable, Equatable {
         var sha256: String?
         var modified: String?
         var revision: String?
+
+        // Short keys: the cursor holds one of these per audio file.
+        enum CodingKeys: String, CodingKey {
+            case name = "n", parent = "p", size = "s", mimeType = "t", md5 = "m", sha256 = "h", modified = "d", revision = "r"
+        }
     }
 
     /// Format of the cursor; another value means "list everything again".

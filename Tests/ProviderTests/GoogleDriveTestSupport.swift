@@ -72,7 +72,10 @@ final class DriveFake: @unchecked Sendable {
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         try process.run()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 20) { if process.isRunning { process.terminate() } }
+        // Watchdog for the port line only: a fake that prints nothing is killed after 20 s instead of hanging.
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+        defer { watchdog.cancel() }
         let handle = stdoutPipe.fileHandleForReading
         let line: String = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
