@@ -8,8 +8,8 @@ public struct GoogleDriveOptions: Sendable {
         /// One flat `files.list` over the whole drive (`trashed=false`), paths rebuilt from `parents`:
         /// ⌈items in the drive / pageSize⌉ requests. The default: music libraries have ~10 files per folder.
         case flat
-        /// Breadth-first `'<folderId>' in parents and trashed=false`, one query per folder under the root:
-        /// ≥ 1 request per folder. Cheaper only when the root is a small part of a huge drive.
+        /// Breadth-first `('<a>' in parents or ...) and trashed=false`, 50 folders per query, over the root's
+        /// subtree only: ≈ folders/50 requests plus pages. Cheaper when the root is a small part of a big drive.
         case walk
     }
 

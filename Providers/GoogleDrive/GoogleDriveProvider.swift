@@ -184,21 +184,32 @@ public final class GoogleDriveProvider: Provider {
                                             modified: file.modifiedTime, revision: file.headRevisionId)
     }
 
-    /// Breadth-first `'<id>' in parents and trashed=false` from `start`, one query per folder.
+    /// Folders asked for in one walk query (rclone's ListR groups 50 the same way), keeping `q` short.
+    static let foldersPerQuery = 50
+
+    /// Breadth-first from `start`: `('<a>' in parents or '<b>' in parents ...) and trashed=false` over up to
+    /// ``foldersPerQuery`` folders at a time, so the cost is about folders / 50 queries plus extra pages.
     private func walk(_ start: [String], into tree: inout DriveTree) async throws {
         var queue = start
         var seen = Set(start)
         var next = 0
         while next < queue.count {
-            let folder = queue[next]
-            next += 1
+            let batch = Array(queue[next..<min(queue.count, next + Self.foldersPerQuery)])
+            next += batch.count
             var found: [String] = []
-            try await query("\(DriveAPI.literal(folder)) in parents and trashed=false") { file in
+            try await query(Self.childrenQuery(of: batch)) { file in
                 absorb(file, into: &tree)
                 if file.isFolder, file.trashed != true { found.append(file.id) }
             }
             for id in found where seen.insert(id).inserted { queue.append(id) }
         }
+    }
+
+    /// `'<id>' in parents and trashed=false` for one folder, `(… or …) and trashed=false` for several.
+    static func childrenQuery(of folders: [String]) -> String {
+        let terms = folders.map { "\(DriveAPI.literal($0)) in parents" }
+        let any = terms.count == 1 ? terms[0] : "(" + terms.joined(separator: " or ") + ")"
+        return any + " and trashed=false"
     }
 
     /// Every file matching `q`, page after page until there is no `nextPageToken` (short and empty pages
