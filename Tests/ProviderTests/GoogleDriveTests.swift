@@ -403,6 +403,28 @@ struct GoogleDriveUnitTests {
         #expect(DriveAPI.literal("a\\b'") == "'a\\\\b\\''")
     }
 
+    @Test("tree diff: a folder rename moves every file below it; a removed duplicate frees its plain name")
+    func treeDiff() {
+        func f(_ name: String, _ parent: String) -> DriveTree.File {
+            DriveTree.File(name: name, parent: parent, size: 1, mimeType: "audio/mpeg", md5: "00", sha256: nil,
+                           modified: "2024-01-01T00:00:00Z", revision: "r1")
+        }
+        var old = DriveTree(root: "Music", rootID: "R", pageToken: "1")
+        old.folders = ["F": .init(name: "A", parent: "R"), "G": .init(name: "Sub", parent: "F"), "O": .init(name: "Out", parent: "X")]
+        old.files = ["x": f("s.mp3", "F"), "y": f("s.mp3", "F"), "z": f("t.mp3", "G"), "u": f("u.mp3", "R"), "o": f("o.mp3", "O")]
+        #expect(old.paths().files == ["x": "A/s.mp3", "y": "A/s (y).mp3", "z": "A/Sub/t.mp3", "u": "u.mp3"])
+        var new = old
+        new.folders["F"]?.name = "B"
+        new.files["x"] = nil
+        new.prune()
+        #expect(new.folders["O"] == nil && new.files["o"] == nil, "outside the root")
+        let diff = new.changes(since: old)
+        #expect(diff.upserts.map(\.path) == ["B/Sub/t.mp3", "B/s.mp3"])
+        #expect(diff.upserts.map(\.providerID) == ["z", "y"])
+        #expect(diff.deletions == [.providerID("x")])
+        #expect(new.changes(since: new).upserts.isEmpty)
+    }
+
     @Test("walk queries group folders with or")
     func childrenQuery() {
         #expect(GoogleDriveProvider.childrenQuery(of: ["a"]) == "'a' in parents and trashed=false")
