@@ -1,0 +1,180 @@
+import CloudSyncCore
+import CloudSyncHTTP
+import Foundation
+
+/// Google Drive API v3 wire types and request helpers (https://developers.google.com/drive/api/reference/rest/v3).
+enum DriveAPI {
+    static let folderMimeType = "application/vnd.google-apps.folder"
+    static let shortcutMimeType = "application/vnd.google-apps.shortcut"
+    static let nativePrefix = "application/vnd.google-apps."
+
+    /// The `files(...)` part of every `fields` we send: what a `RemoteFile` and the folder tree need.
+    static let fileFields = "id,name,parents,mimeType,size,md5Checksum,sha256Checksum,modifiedTime,headRevisionId,trashed"
+    static let listFields = "nextPageToken,files(\(fileFields))"
+    static let changesFields = "nextPageToken,newStartPageToken,changes(fileId,removed,file(\(fileFields)))"
+
+    /// A `File` resource, only the fields we ask for. `size` is an int64 sent as a JSON string.
+    struct File: Decodable, Sendable {
+        var id: String
+        var name: String?
+        var parents: [String]?
+        var mimeType: String?
+        var size: Int64?
+        var md5Checksum: String?
+        var sha256Checksum: String?
+        var modifiedTime: String?
+        var headRevisionId: String?
+        var trashed: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case id, name, parents, mimeType, size, md5Checksum, sha256Checksum, modifiedTime, headRevisionId, trashed
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            id = try c.decode(String.self, forKey: .id)
+            name = try c.decodeIfPresent(String.self, forKey: .name)
+            parents = try c.decodeIfPresent([String].self, forKey: .parents)
+            mimeType = try c.decodeIfPresent(String.self, forKey: .mimeType)
+            // Documented as a string ("int64 format"); accept a bare number too.
+            if let text = try? c.decodeIfPresent(String.self, forKey: .size) {
+                guard let value = Int64(text) else {
+                    throw DecodingError.dataCorruptedError(forKey: .size, in: c, debugDescription: "size '\(text)' is not an int64")
+                }
+                size = value
+            } else {
+                size = try c.decodeIfPresent(Int64.self, forKey: .size)
+            }
+            md5Checksum = try c.decodeIfPresent(String.self, forKey: .md5Checksum)
+            sha256Checksum = try c.decodeIfPresent(String.self, forKey: .sha256Checksum)
+            modifiedTime = try c.decodeIfPresent(String.self, forKey: .modifiedTime)
+            headRevisionId = try c.decodeIfPresent(String.self, forKey: .headRevisionId)
+            trashed = try c.decodeIfPresent(Bool.self, forKey: .trashed)
+        }
+
+        var isFolder: Bool { mimeType == DriveAPI.folderMimeType }
+        /// Google Docs, Sheets, shortcuts, ...: no bytes to download with `alt=media`.
+        var isGoogleNative: Bool { (mimeType ?? "").hasPrefix(DriveAPI.nativePrefix) && !isFolder }
+    }
+
+    struct FileList: Decodable, Sendable {
+        var nextPageToken: String?
+        var files: [File]?
+    }
+
+    struct Change: Decodable, Sendable {
+        var fileId: String?
+        var removed: Bool?
+        var file: File?
+    }
+
+    struct ChangeList: Decodable, Sendable {
+        var nextPageToken: String?
+        var newStartPageToken: String?
+        var changes: [Change]?
+    }
+
+    struct StartPageToken: Decodable, Sendable {
+        var startPageToken: String
+    }
+
+    /// `{"error": {"code", "message", "errors": [{"domain", "reason", "message", "location"?, "locationType"?}]}}`
+    struct ErrorBody: Decodable, Sendable {
+        struct Inner: Decodable, Sendable {
+            struct Item: Decodable, Sendable {
+                var domain: String?
+                var reason: String?
+                var message: String?
+                var location: String?
+                var locationType: String?
+            }
+
+            var code: Int?
+            var message: String?
+            var errors: [Item]?
+            var status: String?
+        }
+
+        var error: Inner
+    }
+
+    /// A string literal for `q`: in single quotes, with `\` and `'` escaped by a backslash.
+    static func literal(_ value: String) -> String {
+        "'" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+    }
+
+    /// RFC 3986 unreserved characters: everything else in a query value is percent-encoded (`+`, `&`, `=`, `'`).
+    private static let unreserved: CharacterSet = {
+        var set = CharacterSet()
+        set.insert(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+        return set
+    }()
+
+    static func encode(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    }
+
+    /// `base` + `path` (appended unchanged) + the query built from `items`, every value percent-encoded.
+    static func url(_ base: URL, _ path: String, _ items: [(String, String)]) throws -> URL {
+        var text = base.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        text += path
+        if !items.isEmpty { text += "?" + items.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&") }
+        guard let url = URL(string: text) else {
+            throw ProviderError(.configuration, "cannot build a Drive URL from api_url '\(redactedURL(base))'; set api_url to https://HOST")
+        }
+        return url
+    }
+
+    /// RFC 3339 with or without fractional seconds, as Drive prints `modifiedTime`.
+    static func parseTime(_ text: String?) -> Date? {
+        guard let text else { return nil }
+        let withFraction = ISO8601DateFormatter()
+        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let d = withFraction.date(from: text) { return d }
+        let plain = ISO8601DateFormatter()
+        plain.formatOptions = [.withInternetDateTime]
+        return plain.date(from: text)
+    }
+
+    // MARK: Errors
+
+    /// Maps a Drive answer to an error (nil = success), per the handle-errors guide and rclone `shouldRetry`:
+    /// - 401 → `.tokenExpired` (Drive does not tell expired from revoked: the client refreshes once);
+    /// - 403/429 `userRateLimitExceeded`/`rateLimitExceeded`, 429 → `.rateLimited` (Retry-After when sent,
+    ///   else the pacer's exponential backoff);
+    /// - 403 `downloadQuotaExceeded`/`dailyLimitExceeded`/`quotaExceeded` → `.quotaExceeded` (not retried);
+    /// - 403 `cannotDownloadAbusiveFile` → `.forbidden` naming the `acknowledge_abuse` option; other 403 → `.forbidden`;
+    /// - 404 → `.notFound`; 400 on `pageToken` → `.cursorReset`; other 400 → `.invalidResponse`;
+    /// - 5xx → `.transient`.
+    static func classify(_ response: HTTPResponse, remoteName: String) -> ProviderError? {
+        let status = response.status
+        guard status >= 400 else { return nil }
+        let body = try? JSONDecoder().decode(ErrorBody.self, from: response.body)
+        let item = body?.error.errors?.first
+        let reason = item?.reason ?? ""
+        let serverMessage = (item?.message ?? body?.error.message).map { " (\($0))" } ?? ""
+        let shown = "Drive \(redactedURL(response.head.url))"
+        let wait = retryAfter(from: response.headers)
+        switch (status, reason) {
+        case (401, _):
+            return ProviderError(.tokenExpired, "\(shown): HTTP 401\(serverMessage) — the access token was refused; refreshing it, else run `cloudsync login \(remoteName)`", status: status)
+        case (403, "userRateLimitExceeded"), (403, "rateLimitExceeded"), (429, _):
+            return ProviderError(.rateLimited, "\(shown): HTTP \(status) \(reason.isEmpty ? "rate limited" : reason) — Drive is throttling; cloudsync backs off and retries", status: status, retryAfter: wait)
+        case (403, "downloadQuotaExceeded"), (403, "dailyLimitExceeded"), (403, "quotaExceeded"):
+            return ProviderError(.quotaExceeded, "\(shown): HTTP 403 \(reason)\(serverMessage) — Drive's download quota for this file or account is used up; try again in 24 hours", status: status)
+        case (403, "cannotDownloadAbusiveFile"):
+            return ProviderError(.forbidden, "\(shown): HTTP 403 cannotDownloadAbusiveFile — Drive flagged this file as malware or spam; set acknowledge_abuse = true for remote '\(remoteName)' to download it anyway", status: status)
+        case (403, _):
+            return ProviderError(.forbidden, "\(shown): HTTP 403 \(reason)\(serverMessage) — access denied; check that the account can read this file", status: status)
+        case (404, _), (410, _):
+            return ProviderError(.notFound, "\(shown): HTTP \(status)\(serverMessage) — no such file or folder; it may have been deleted, list again", status: status)
+        case (400, _) where item?.location == "pageToken":
+            return ProviderError(.cursorReset, "\(shown): HTTP 400 invalid pageToken — the saved change cursor is no longer valid; listing everything again", status: status)
+        case (500..., _):
+            return ProviderError(.transient, "\(shown): HTTP \(status)\(serverMessage) — Drive server error; cloudsync retries with backoff", status: status, retryAfter: wait)
+        default:
+            return ProviderError(.invalidResponse, "\(shown): HTTP \(status) \(reason)\(serverMessage) — Drive refused the request; check api_url and report this as a cloudsync bug", status: status)
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// The GoogleDrive provider; see docs/ARCHITECTURE.md.
