@@ -47,7 +47,7 @@ public struct GoogleDriveOptions: Sendable {
     }
 
     /// The `OAuthRefresher` client for this remote: refresh_token grant at `tokenURL` with client id/secret.
-    public func oauthClient(clientID: String, clientSecret: String?) -> OAuthRefresher.Client {
+    public func oauthClient(clientID: String?, clientSecret: String? = nil) -> OAuthRefresher.Client {
         OAuthRefresher.Client(tokenURL: tokenURL, clientID: clientID, clientSecret: clientSecret)
     }
 

@@ -3,6 +3,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Dropbox
 import Foundation
+import GoogleDrive
 import OneDrive
 import WebDAV
 import YandexDisk
@@ -48,8 +49,14 @@ struct ProviderFactory {
             let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
             provider = OneDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
         case .gdrive:
-            throw ProviderError(.configuration,
-                "remote '\(remote.name)': the \(remote.provider.rawValue) provider is not available in this version of cloudsync yet; only webdav is")
+            var options = GoogleDriveOptions(remoteName: remote.name, root: remote.root,
+                                             acknowledgeAbuse: remote.acknowledgeAbuse,
+                                             listingStrategy: remote.driveListing == .walk ? .walk : .flat)
+            if let url = remote.apiURL { options.apiURL = url }
+            if let url = remote.contentURL { options.contentURL = url }
+            if let url = remote.tokenURL { options.tokenURL = url }
+            let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
+            provider = GoogleDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
         }
         return Remote(config: remote, provider: provider, pacer: pacer)
     }

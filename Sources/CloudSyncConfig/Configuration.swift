@@ -13,6 +13,12 @@ public enum WebDAVAuth: String, CaseIterable, Sendable, Hashable {
 }
 
 /// `[cache]`: where the shared cache lives and how big it may grow.
+/// How a Google Drive remote is listed: one flat enumeration of the drive (fewest requests when the root
+/// holds most of it), or a walk of the root's folders (better when the root is a small part of the drive).
+public enum DriveListing: String, CaseIterable, Sendable, Hashable {
+    case flat, walk
+}
+
 public struct CacheSettings: Sendable, Hashable {
     /// The cache root (`cache.dir`, `~` expanded); default `$XDG_CACHE_HOME/cloudsync`, else `~/.cache/cloudsync`.
     public var dir: URL
@@ -85,6 +91,8 @@ public struct RemoteConfig: Sendable, Hashable {
     public var webdavAuth: WebDAVAuth
     /// Google Drive only: download files Drive flags as abuse (`acknowledgeAbuse=true`).
     public var acknowledgeAbuse: Bool
+    /// Google Drive only: how to list (see docs/gdrive.md).
+    public var driveListing: DriveListing = .flat
     /// Line of the `[remote.NAME]` header (0 when built in code).
     public var line: Int
 

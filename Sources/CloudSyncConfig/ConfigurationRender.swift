@@ -45,7 +45,10 @@ extension Configuration {
                 lines.append(entry(path + "." + key, key, Schema.secrets.contains(key) ? .secret : .text(value)))
             }
             if remote.provider == .webdav { lines.append("auth = \(Self.quoted(remote.webdavAuth.rawValue))") }
-            if remote.provider == .gdrive { lines.append("acknowledge_abuse = \(remote.acknowledgeAbuse)") }
+            if remote.provider == .gdrive {
+                lines.append("acknowledge_abuse = \(remote.acknowledgeAbuse)")
+                lines.append("listing = \"\(remote.driveListing.rawValue)\"")
+            }
         }
         return lines.joined(separator: "\n") + "\n"
     }

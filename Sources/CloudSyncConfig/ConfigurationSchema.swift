@@ -10,14 +10,14 @@ enum Schema {
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
         "client_secret", "access_token", "refresh_token", "url", "user", "password", "password_command", "auth",
-        "acknowledge_abuse",
+        "acknowledge_abuse", "listing",
     ]
     /// Values never printed.
     static let secrets: Set<String> = ["client_secret", "access_token", "refresh_token", "password"]
     /// Keys that only make sense for one provider.
     static let onlyFor: [String: ProviderKind] = [
         "url": .webdav, "user": .webdav, "password": .webdav, "password_command": .webdav, "auth": .webdav,
-        "acknowledge_abuse": .gdrive,
+        "acknowledge_abuse": .gdrive, "listing": .gdrive,
     ]
 }
 
@@ -176,6 +176,13 @@ struct SchemaReader {
                 throw fail("acknowledge_abuse must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
             }
             config.acknowledgeAbuse = value
+        }
+        if let node = table["listing"] {
+            guard case .string(let text) = node.value, let parsed = DriveListing(rawValue: text) else {
+                throw fail("listing must be \"flat\" (one enumeration of the drive) or \"walk\" (the root's folders only)",
+                           at: node.position)
+            }
+            config.driveListing = parsed
         }
         if provider == .webdav && config.url == nil {
             throw fail("webdav remote \"\(name)\" has no url; add url = \"https://host/path/\"", at: table.position)
