@@ -53,17 +53,7 @@ public final class DropboxProvider: Provider {
     /// `.notFound`, root is a file or malformed → `.configuration`, 429/5xx → retried, then `.rateLimited` /
     /// `.transient`; an answer that is not a `ListFolderResult` → `.invalidResponse`.
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    try await self.list(cursor: cursor) { continuation.yield($0) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        ListingPage.stream { yield in try await self.list(cursor: cursor, yield: yield) }
     }
 
     private func list(cursor: String?, yield: @Sendable (ListingPage) -> Void) async throws {

@@ -57,17 +57,7 @@ public final class GoogleDriveProvider: Provider {
     /// Errors: `.unauthorized` when the token cannot be refreshed, `.notFound` when `root` does not exist,
     /// `.rateLimited`/`.transient` once the pacer's retries are spent, `.invalidResponse` for unreadable answers.
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    try await self.list(cursor: cursor) { continuation.yield($0) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        ListingPage.stream { yield in try await self.list(cursor: cursor, yield) }
     }
 
     private var normalizedRoot: String { options.rootSegments.joined(separator: "/") }

@@ -57,16 +57,8 @@ public final class OneDriveProvider: Provider {
     /// when the token cannot be refreshed; `.rateLimited`/`.transient` once the pacer's retries are spent;
     /// `.invalidResponse` for answers that do not follow the Graph documents.
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    for page in try await self.list(cursor: cursor) { continuation.yield(page) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
+        ListingPage.stream { yield in
+            for page in try await self.list(cursor: cursor) { yield(page) }
         }
     }
 

@@ -54,17 +54,7 @@ public final class WebDAVProvider: Provider {
     /// 403/404/409 or malformed XML is logged as a warning and skipped; any other subfolder failure ends the
     /// listing with that error (a partial `.full` listing would look like deletions).
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    try await self.walk { continuation.yield($0) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        ListingPage.stream { yield in try await self.walk(yield) }
     }
 
     private enum FolderOutcome: Sendable {

@@ -57,23 +57,9 @@ public final class YandexDiskProvider: Provider {
     /// a warning (its files are gone too); any other failure ends the listing (a partial `.full` listing would look
     /// like deletions).
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    var yielded = false
-                    let yield: @Sendable (ListingPage) -> Void = { continuation.yield($0) }
-                    if self.usesFlatListing {
-                        yielded = try await self.listFlat(yield)
-                    } else {
-                        yielded = try await self.walk(yield)
-                    }
-                    if !yielded { continuation.yield(ListingPage(kind: .full)) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
+        ListingPage.stream { yield in
+            let yielded = self.usesFlatListing ? try await self.listFlat(yield) : try await self.walk(yield)
+            if !yielded { yield(ListingPage(kind: .full)) }
         }
     }
 

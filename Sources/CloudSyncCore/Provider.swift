@@ -110,3 +110,23 @@ extension Provider {
         try await resolveDownload(for: file)
     }
 }
+
+extension ListingPage {
+    /// A listing stream fed by `produce`, which calls `yield` for each page in order. The stream finishes when
+    /// `produce` returns, fails with what it throws, and cancels it when the consumer stops listening.
+    public static func stream(
+        _ produce: @escaping @Sendable (_ yield: @escaping @Sendable (ListingPage) -> Void) async throws -> Void
+    ) -> AsyncThrowingStream<ListingPage, Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    try await produce { continuation.yield($0) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
