@@ -128,7 +128,15 @@ final class Fixture: Sendable {
         try cache.upsert(remote: "music", files: remoteFiles)
         let provider = OriginProvider(remoteName: "music", origin: origin.server.url("/"), files: remoteFiles)
         let logLines = self.logLines
-        let logger = Logger(level: .debug) { _, line in logLines.withLock { $0.append(line) } }
+        let logFile = ProcessInfo.processInfo.environment["CLOUDSYNC_TEST_LOG"]
+        let logger = Logger(level: .debug) { _, line in
+            logLines.withLock { $0.append(line) }
+            if let logFile, let handle = FileHandle(forWritingAtPath: logFile) {
+                handle.seekToEndOfFile()
+                handle.write(Data("\(Date().timeIntervalSince1970) \(line)\n".utf8))
+                try? handle.close()
+            }
+        }
         onDemand = OnDemand(remote: "music", provider: provider, transport: try CurlTransport(), pacer: Pacer(policy: .init(retries: 2)),
                             cache: cache, options: onDemandOptions, logger: logger)
         server = TrackServer(cache: cache, sources: ["music": onDemand], options: options, logger: logger)
@@ -256,4 +264,35 @@ func eventually(_ seconds: Double = 10, _ condition: () throws -> Bool) async re
         try? await Task.sleep(for: .milliseconds(20))
     }
     return try condition()
+}
+
+/// Failed checks collected off the test's task (a plain thread has no test context); the test then expects
+/// the list to be empty.
+final class Checks: @unchecked Sendable {
+    private let lock = NSLock()
+    private var failures: [String] = []
+
+    func expect(_ condition: Bool, _ message: @autoclosure () -> String = "", line: Int = #line) {
+        if condition { return }
+        let text = "line \(line): " + message()
+        lock.lock()
+        failures.append(text)
+        lock.unlock()
+    }
+
+    var all: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return failures
+    }
+}
+
+/// Runs blocking socket work on a thread of its own, never on Swift's cooperative pool (which has one thread
+/// per core: a blocked test thread there would starve the very fetch tasks being tested).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+        }
+    }
 }
