@@ -67,6 +67,9 @@ let package = Package(
             "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
         ]),
         .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"]),
+        .testTarget(name: "CloudSyncServerTests", dependencies: [
+            "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport",
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -27,6 +27,8 @@ enum CommandTree {
             .flag("long", "Add hash, MIME type and local path columns."),
             .flag("cached", "Only tracks that are completely cached."),
             .flag("missing", "Only tracks that are not completely cached."),
+            .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765)."),
+            .value("port", "N", "With --m3u: the port of `cloudsync serve` (default 8765)."),
         ],
         positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root).", optional: true, repeats: false)]
     )
@@ -93,8 +95,13 @@ enum CommandTree {
     static let serve = CommandSpec(
         name: "serve",
         abstract: "Serve cached tracks to players over loopback HTTP, fetching missing bytes on demand.",
-        options: [
-            .value("port", "N", "TCP port (default 8765)."),
+        discussion: """
+        GET/HEAD /tracks/<remote>/<path> with Range; /playlist.m3u (?remote=NAME, ?cached=1); / lists tracks. \
+        Cached bytes are sent from disk; missing ones are fetched from the cloud, cached and streamed as they \
+        arrive. Prints 'listening on URL' on stdout; Ctrl-C stops. See docs/serve.md.
+        """,
+        options: remoteSelection + [
+            .value("port", "N", "TCP port (default 8765; 0 picks a free one)."),
             .value("bind", "ADDR", "Address to bind (default 127.0.0.1). A non-loopback address requires --token."),
             .value("token", "TOKEN", "Require this token on every request (?token= or Authorization: Bearer)."),
         ]

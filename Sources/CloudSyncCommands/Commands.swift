@@ -14,7 +14,7 @@ enum Commands {
         case "config": return try ConfigCommand(context: context).run(path.dropFirst().first ?? "")
         case "login": throw NotImplementedError(command: "login")
         case "logout": throw NotImplementedError(command: "logout")
-        case "serve": throw NotImplementedError(command: "serve")
+        case "serve": return try await ServeCommand(context: context).run()
         default:
             throw UsageError(message: "cloudsync: unknown command", hint: "Run 'cloudsync --help' for usage.")
         }

@@ -3,6 +3,7 @@ import CloudSyncConfig
 import CloudSyncCore
 import CloudSyncEngine
 import CloudSyncHTTP
+import CloudSyncServer
 import Foundation
 
 /// `cloudsync ls`: audio files of the selected remotes with their cache state, live or from the index.
@@ -41,7 +42,10 @@ struct ListCommand {
                 && (!args.has("missing") || row.state != .complete)
         }
         rows.sort { ($0.remote, $0.path) < ($1.remote, $1.path) }
-        if context.json {
+        if args.has("m3u") {
+            let port = try args.integer("port", in: 1 ... 65535) ?? ServerOptions.defaultPort
+            context.console.out(Playlist.m3u(rows, baseURL: "http://127.0.0.1:\(port)"))
+        } else if context.json {
             context.console.out(try ListingOutput.json(rows))
         } else {
             context.console.out(ListingOutput.table(rows, long: args.has("long"), multipleRemotes: remotes.count > 1))

@@ -1,1 +1,0 @@
-// The CloudSyncServer target; see docs/ARCHITECTURE.md.

@@ -1,0 +1,306 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudSyncCache
+import CloudSyncCore
+import CloudSyncEngine
+import Foundation
+
+/// Where a response's bytes come from: a ``TrackStream`` (fetches what is missing) or, for a remote whose
+/// provider is unavailable, the cache alone.
+protocol ByteSource: AnyObject, Sendable {
+    var file: RemoteFile { get }
+    func want(_ range: Range<Int64>) throws
+    func available(from offset: Int64, limit: Int64) throws -> Range<Int64>
+    func read(_ range: Range<Int64>) throws -> Data
+    func consumed(upTo offset: Int64)
+    func close()
+}
+
+extension TrackStream: ByteSource {}
+
+/// Serves only what is cached; missing bytes are an error that names why the remote cannot fetch them.
+final class CachedOnlySource: ByteSource {
+    let reader: EntryReader
+    let reason: String
+    var file: RemoteFile { reader.file }
+
+    init(reader: EntryReader, reason: String) {
+        self.reader = reader
+        self.reason = reason
+    }
+
+    func want(_ range: Range<Int64>) throws {
+        guard try reader.presentRanges().containsAll(range) else {
+            throw UnavailableError(message: "\(reader.remote):\(reader.file.path) is not fully cached and its remote cannot fetch it: \(reason)")
+        }
+    }
+
+    func available(from offset: Int64, limit: Int64) throws -> Range<Int64> {
+        try reader.presentRanges().presentPrefix(of: offset ..< min(limit, file.size))
+    }
+
+    func read(_ range: Range<Int64>) throws -> Data { try reader.read(range) }
+    func consumed(upTo offset: Int64) {}
+    func close() { reader.close() }
+}
+
+struct UnavailableError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
+extension TrackServer {
+    /// Bytes sent per write of a body.
+    static let sendBlock: Int64 = 256 << 10
+
+    func handle(_ head: RequestHead, io: ConnectionIO, state: inout ConnectionState) -> Outcome {
+        guard head.method == "GET" || head.method == "HEAD" else {
+            return respond(io, head, status: 405, text: "only GET and HEAD are served", extra: [("Allow", "GET, HEAD")])
+        }
+        let query = TrackPaths.queryItems(head.query)
+        if let token = options.token, !authorized(head, query: query, token: token) {
+            return respond(io, head, status: 401, text: "a token is required: add ?token=TOKEN or send Authorization: Bearer TOKEN",
+                           extra: [("WWW-Authenticate", "Bearer realm=\"cloudsync\"")])
+        }
+        let path = head.path
+        do {
+            if path == "/" || path == "/index.html" {
+                let entries = try cache.entries()
+                let remotes = Set(entries.map(\.remote)).union(sources.keys).union(unavailable.keys).sorted()
+                let html = IndexPage.html(entries, remotes: remotes, unavailable: unavailable, token: options.token)
+                return respond(io, head, status: 200, body: Array(html.utf8), type: "text/html; charset=utf-8")
+            }
+            if path == "/playlist.m3u" {
+                return try playlist(io, head, query: query)
+            }
+            if path.hasPrefix("/tracks/") {
+                return track(io, head, encoded: path.dropFirst("/tracks/".count), state: &state)
+            }
+            return respond(io, head, status: 404, text: "not found: try / or /playlist.m3u")
+        } catch {
+            logger.warning("serve: \(head.method) \(Self.loggable(path)): \(error)")
+            return respond(io, head, status: 500, text: "the cache index could not be read; see the server's log")
+        }
+    }
+
+    /// Constant-time comparison of the presented token (query or bearer) with ours.
+    func authorized(_ head: RequestHead, query: [(String, String)], token: String) -> Bool {
+        var presented: [String] = query.filter { $0.0 == "token" }.map(\.1)
+        if let auth = head.header("Authorization"), auth.lowercased().hasPrefix("bearer ") {
+            presented.append(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        }
+        return presented.contains { Self.constantTimeEqual(Array($0.utf8), Array(token.utf8)) }
+    }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        for i in 0 ..< max(a.count, b.count) {
+            let x = i < a.count ? a[i] : 0
+            let y = i < b.count ? b[i] : 0
+            diff |= x ^ y
+        }
+        return diff == 0 && a.count == b.count
+    }
+
+    private func playlist(_ io: ConnectionIO, _ head: RequestHead, query: [(String, String)]) throws -> Outcome {
+        let remote = query.last { $0.0 == "remote" }?.1
+        let cachedOnly = query.contains { $0.0 == "cached" && ($0.1 == "1" || $0.1 == "true" || $0.1 == "yes") }
+        var entries = try cache.entries(remote: remote)
+        if let remote, entries.isEmpty, sources[remote] == nil, unavailable[remote] == nil {
+            return respond(io, head, status: 404, text: "no remote named '\(remote)' is configured or indexed")
+        }
+        if cachedOnly { entries = entries.filter { $0.state == .complete } }
+        let text = Playlist.m3u(entries, baseURL: baseURL(host: head.header("Host")), token: options.token)
+        return respond(io, head, status: 200, body: Array(text.utf8), type: "audio/x-mpegurl; charset=utf-8")
+    }
+
+    // MARK: - Tracks
+
+    private func track(_ io: ConnectionIO, _ head: RequestHead, encoded: Substring, state: inout ConnectionState) -> Outcome {
+        let remote: String, path: String
+        switch TrackPaths.parse(afterPrefix: encoded) {
+        case .malformed: return respond(io, head, status: 400, text: "malformed percent-encoding in the path")
+        case .refused: return respond(io, head, status: 404, text: "no such track")
+        case .track(let r, let p): (remote, path) = (r, p)
+        }
+        let entry: CacheEntryInfo
+        do {
+            guard let found = try cache.entry(remote: remote, path: path) else {
+                return respond(io, head, status: 404, text: "no such track in the index; run `cloudsync ls --remote NAME` to refresh it")
+            }
+            entry = found
+        } catch {
+            logger.warning("serve: looking up \(remote):\(path): \(error)")
+            return respond(io, head, status: 500, text: "the cache index could not be read; see the server's log")
+        }
+        let file = entry.file
+        let size = file.size
+        var request = ByteRangeRequest.resolve(head.values("Range").count == 1 ? head.header("Range") : nil, size: size)
+        if let ifRange = head.header("If-Range"), !TrackMetadata.ifRangeMatches(ifRange, file: file) {
+            request = .whole
+        }
+        var headers: [(String, String)] = [
+            ("Content-Type", TrackMetadata.contentType(for: file)),
+            ("Accept-Ranges", "bytes"),
+            ("ETag", TrackMetadata.etag(for: file)),
+            ("Last-Modified", TrackMetadata.httpDate(file.modified)),
+        ]
+        let status: Int
+        let body: Range<Int64>
+        switch request {
+        case .unsatisfiable:
+            headers.append(("Content-Range", "bytes */\(size)"))
+            return respond(io, head, status: 416, body: [], type: nil, extra: headers)
+        case .whole:
+            status = 200
+            body = 0 ..< size
+        case .partial(let r):
+            status = 206
+            body = r
+            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(size)"))
+        }
+        headers.append(("Content-Length", String(body.count)))
+        if head.method == "HEAD" || body.isEmpty {
+            return send(io, head, ResponseHead(status: status, headers: headers), first: nil)
+        }
+
+        // A source for this track: the connection's (read-ahead continues), or a new one.
+        let key = "\(remote)\u{0}\(path)\u{0}\(TrackMetadata.etag(for: file))"
+        if state.key != key {
+            state.stream?.close()
+            state.stream = nil
+            state.key = nil
+            do {
+                state.stream = try openSource(remote: remote, path: path)
+                state.key = key
+            } catch {
+                return failure(io, head, error, context: "\(remote):\(path)")
+            }
+        }
+        guard let source = state.stream, source.file.fingerprint == file.fingerprint else {
+            state.stream?.close()
+            state.stream = nil
+            state.key = nil
+            return respond(io, head, status: 503, text: "the track changed while opening it; try again", extra: [("Retry-After", "1")])
+        }
+        // Wait for the first byte before answering, so a failing fetch still gets a proper status.
+        var first: Range<Int64>
+        do {
+            try source.want(body)
+            first = try waitForBytes(source, io: io, from: body.lowerBound, limit: body.upperBound, timeout: options.firstByteTimeout)
+        } catch {
+            return failure(io, head, error, context: "\(remote):\(path)")
+        }
+        if first.isEmpty {
+            if io.peerClosed() { return Outcome(status: 499, keepAlive: false, aborted: true) }
+            return respond(io, head, status: 504, text: "the cloud did not deliver the first byte in time; try again")
+        }
+        first = first.lowerBound ..< min(first.upperBound, first.lowerBound + Self.sendBlock)
+        let firstData: Data
+        do {
+            firstData = try source.read(first)
+        } catch {
+            return failure(io, head, error, context: "\(remote):\(path)")
+        }
+        var outcome = send(io, head, ResponseHead(status: status, headers: headers), first: firstData)
+        if outcome.aborted { return outcome }
+        var position = first.upperBound
+        source.consumed(upTo: position)
+        while position < body.upperBound {
+            let next: Range<Int64>
+            do {
+                next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, position + Self.sendBlock),
+                                        timeout: options.stallTimeout)
+                if next.isEmpty {
+                    logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout) or the client left; closing the response")
+                    outcome.aborted = true
+                    return outcome
+                }
+                let data = try source.read(next)
+                guard io.send(data) else {
+                    outcome.aborted = true
+                    return outcome
+                }
+                outcome.bytes += Int64(data.count)
+            } catch {
+                logger.warning("serve: \(remote):\(path) stopped mid-response: \(error)")
+                outcome.aborted = true
+                return outcome
+            }
+            position = next.upperBound
+            source.consumed(upTo: position)
+        }
+        return outcome
+    }
+
+    private func openSource(remote: String, path: String) throws -> any ByteSource {
+        if let onDemand = sources[remote] { return try onDemand.open(path: path) }
+        let reason = unavailable[remote] ?? "the remote is not in the configuration"
+        return CachedOnlySource(reader: try cache.openReader(remote: remote, path: path), reason: reason)
+    }
+
+    /// Polls `source` until bytes at `offset` are present (0.1 ms, growing to 2 ms between polls: an in-memory
+    /// check while this process fetches, an index read at most every 50 ms otherwise); empty on
+    /// timeout or when the client went away.
+    private func waitForBytes(_ source: any ByteSource, io: ConnectionIO, from offset: Int64, limit: Int64,
+                              timeout: Duration) throws -> Range<Int64> {
+        let deadline = ContinuousClock.now + timeout
+        var pause: UInt32 = 100
+        var lastPeerCheck = ContinuousClock.now
+        while true {
+            let ready = try source.available(from: offset, limit: limit)
+            if !ready.isEmpty { return ready }
+            let now = ContinuousClock.now
+            if now >= deadline || stopped { return offset ..< offset }
+            if now - lastPeerCheck >= .milliseconds(200) {
+                if io.peerClosed() { return offset ..< offset }
+                lastPeerCheck = now
+            }
+            usleep(pause)
+            pause = min(2000, pause * 2)
+        }
+    }
+
+    private func failure(_ io: ConnectionIO, _ head: RequestHead, _ error: any Error, context: String) -> Outcome {
+        if let cacheError = error as? CacheError {
+            switch cacheError.code {
+            case .notFound: return respond(io, head, status: 404, text: "no such track in the index")
+            case .changed, .busy:
+                return respond(io, head, status: 503, text: "\(cacheError.message)", extra: [("Retry-After", "1")])
+            default: break
+            }
+        }
+        if error is UnavailableError {
+            return respond(io, head, status: 503, text: String(describing: error))
+        }
+        logger.warning("serve: \(context): \(error)")
+        return respond(io, head, status: 502, text: "fetching \(context) from the cloud failed: \(error)")
+    }
+
+    // MARK: - Writing
+
+    private func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, text: String, extra: [(String, String)] = []) -> Outcome {
+        respond(io, head, status: status, body: Array((text + "\n").utf8), type: "text/plain; charset=utf-8", extra: extra)
+    }
+
+    private func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, body: [UInt8], type: String?,
+                         extra: [(String, String)] = []) -> Outcome {
+        var headers = extra
+        if let type { headers.append(("Content-Type", type)) }
+        headers.append(("Content-Length", String(body.count)))
+        let keepAlive = head.keepAlive
+        var bytes = ResponseHead(status: status, headers: headers).serialized(keepAlive: keepAlive)
+        if head.method != "HEAD" { bytes += body }
+        guard io.send(bytes) else { return Outcome(status: status, keepAlive: false, aborted: true) }
+        return Outcome(status: status, bytes: head.method == "HEAD" ? 0 : Int64(body.count), keepAlive: keepAlive)
+    }
+
+    /// Sends the head and, in the same write, the first block of the body.
+    private func send(_ io: ConnectionIO, _ head: RequestHead, _ response: ResponseHead, first: Data?) -> Outcome {
+        var bytes = response.serialized(keepAlive: head.keepAlive)
+        if let first { bytes += first }
+        guard io.send(bytes) else { return Outcome(status: response.status, keepAlive: false, aborted: true) }
+        return Outcome(status: response.status, bytes: Int64(first?.count ?? 0), keepAlive: head.keepAlive)
+    }
+}

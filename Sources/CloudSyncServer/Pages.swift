@@ -1,0 +1,84 @@
+import CloudSyncCache
+import CloudSyncCore
+import Foundation
+
+/// Extended M3U playlists of indexed tracks. Pure; shared by `GET /playlist.m3u` and `cloudsync ls --m3u`.
+public enum Playlist {
+    /// `#EXTM3U`, then for each entry `#EXTINF:-1,<title>` and its URL under `baseURL` (e.g.
+    /// `http://127.0.0.1:8765`). The title is the file name without extension, control characters replaced by
+    /// spaces. With `token`, each URL carries `?token=` so players can use it as is.
+    public static func m3u(_ entries: [CacheEntryInfo], baseURL: String, token: String? = nil) -> String {
+        var out = "#EXTM3U\n"
+        let suffix = token.map { "?token=" + TrackPaths.encode($0, keepingSlash: false) } ?? ""
+        for entry in entries {
+            out += "#EXTINF:-1,\(title(of: entry.path))\n"
+            out += baseURL + TrackPaths.urlPath(remote: entry.remote, path: entry.path) + suffix + "\n"
+        }
+        return out
+    }
+
+    /// The display title of a remote path: its last component without the extension.
+    public static func title(of path: String) -> String {
+        let leaf = path.split(separator: "/").last.map(String.init) ?? path
+        let ext = (leaf as NSString).pathExtension
+        let base = ext.isEmpty || ext.count == leaf.count - 1 ? leaf : String(leaf.dropLast(ext.count + 1))
+        return String(String.UnicodeScalarView(base.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+    }
+}
+
+/// The plain HTML index: remotes and tracks with their cache state. No scripts; every name escaped.
+enum IndexPage {
+    static func html(_ entries: [CacheEntryInfo], remotes: [String], unavailable: [String: String], token: String?) -> String {
+        let suffix = token.map { "?token=" + TrackPaths.encode($0, keepingSlash: false) } ?? ""
+        var out = """
+        <!DOCTYPE html>
+        <html><head><meta charset="utf-8"><title>cloudsync</title></head><body>
+        <h1>cloudsync</h1>
+        <p><a href="/playlist.m3u\(suffix)">playlist.m3u</a> (every track) · <a href="/playlist.m3u\(suffix.isEmpty ? "?" : suffix + "&amp;")cached=1">cached tracks only</a></p>
+
+        """
+        let byRemote = Dictionary(grouping: entries, by: \.remote)
+        for remote in remotes {
+            let rows = byRemote[remote] ?? []
+            let cached = rows.filter { $0.state == .complete }.count
+            out += "<h2>\(escape(remote))</h2>\n<p>\(rows.count) tracks, \(cached) cached"
+            if let why = unavailable[remote] { out += "; missing bytes cannot be fetched: \(escape(why))" }
+            out += "</p>\n<table>\n<tr><th>state</th><th>size</th><th>track</th></tr>\n"
+            for row in rows {
+                let href = TrackPaths.urlPath(remote: row.remote, path: row.path) + suffix
+                out += "<tr><td>\(escape(state(row)))</td><td>\(escape(ByteSize.format(row.file.size)))</td>"
+                out += "<td><a href=\"\(escape(href))\">\(escape(row.path))</a></td></tr>\n"
+            }
+            out += "</table>\n"
+        }
+        out += "</body></html>\n"
+        return out
+    }
+
+    static func state(_ row: CacheEntryInfo) -> String {
+        switch row.state {
+        case .complete: return "cached"
+        case .missing: return "missing"
+        case .partial:
+            let pct = row.file.size > 0 ? Int(Double(row.presentBytes) * 100 / Double(row.file.size)) : 0
+            return "partial \(min(pct, 99))%"
+        }
+    }
+
+    /// Escapes `& < > " '` for text and attribute values.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.count)
+        for ch in text.unicodeScalars {
+            switch ch {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.unicodeScalars.append(ch.value < 0x20 && ch != "\t" || ch.value == 0x7F ? "\u{FFFD}" : ch)
+            }
+        }
+        return out
+    }
+}

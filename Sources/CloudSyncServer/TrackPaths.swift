@@ -1,0 +1,156 @@
+import CloudSyncCore
+import Foundation
+
+/// Percent-encoding of track URLs and the rules that keep hostile paths out. Tracks are looked up in the
+/// index by remote and path; no file path is ever built from a URL, but traversal-looking paths are refused
+/// before the lookup anyway.
+public enum TrackPaths {
+    /// Longest decoded remote path accepted (bytes).
+    static let maxPathBytes = 4096
+
+    /// `/tracks/<remote>/<path>` for an indexed track; the remote name is one encoded segment (a `/` in it
+    /// becomes `%2F`), the path keeps its `/` separators.
+    public static func urlPath(remote: String, path: String) -> String {
+        "/tracks/" + encode(remote, keepingSlash: false) + "/" + encode(path, keepingSlash: true)
+    }
+
+    /// Percent-encodes everything but RFC 3986 unreserved characters (and `/` when `keepingSlash`).
+    public static func encode(_ text: String, keepingSlash: Bool) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A") ... UInt8(ascii: "Z"), UInt8(ascii: "a") ... UInt8(ascii: "z"), UInt8(ascii: "0") ... UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "/") where keepingSlash:
+                out.append("/")
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+
+    /// Decodes `%XX` escapes (strictly: two hex digits) into UTF-8; nil for a bad escape or invalid UTF-8.
+    /// `+` stays `+` (paths, not forms) unless `plusIsSpace`.
+    static func decode(_ text: Substring, plusIsSpace: Bool = false) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var it = text.utf8.makeIterator()
+        while let b = it.next() {
+            if b == UInt8(ascii: "%") {
+                guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return nil }
+                bytes.append(h << 4 | l)
+            } else if b == UInt8(ascii: "+"), plusIsSpace {
+                bytes.append(0x20)
+            } else {
+                bytes.append(b)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0") ... UInt8(ascii: "9"): c - 48
+        case UInt8(ascii: "a") ... UInt8(ascii: "f"): c - 87
+        case UInt8(ascii: "A") ... UInt8(ascii: "F"): c - 55
+        default: nil
+        }
+    }
+
+    /// What a `/tracks/...` target names.
+    enum Parsed: Equatable {
+        case track(remote: String, path: String)
+        /// 400: a malformed escape.
+        case malformed
+        /// 404 without touching the index: traversal, NUL, control characters, over-long, empty segments.
+        case refused
+    }
+
+    /// Parses the encoded path after `/tracks/`. A remote path with a `\` is allowed (it is only a lookup key),
+    /// but `.` and `..` segments are refused whether separated by `/` or `\`.
+    static func parse(afterPrefix encoded: Substring) -> Parsed {
+        guard let slash = encoded.firstIndex(of: "/") else { return .refused }
+        guard let remote = decode(encoded[..<slash]), let path = decode(encoded[encoded.index(after: slash)...]) else {
+            return .malformed
+        }
+        if remote.isEmpty || path.isEmpty || path.utf8.count > maxPathBytes || remote.utf8.count > 255 { return .refused }
+        for text in [remote, path] where text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            return .refused
+        }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        if segments.contains(where: \.isEmpty) { return .refused }
+        for segment in path.split(whereSeparator: { $0 == "/" || $0 == "\\" }) where segment == "." || segment == ".." {
+            return .refused
+        }
+        if remote == "." || remote == ".." || remote.contains("\\") { return .refused }
+        return .track(remote: remote, path: path)
+    }
+
+    /// The query's parameters, decoded (`+` as space); malformed pairs are skipped.
+    static func queryItems(_ query: Substring) -> [(String, String)] {
+        query.split(separator: "&").compactMap { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = decode(parts[0], plusIsSpace: true) else { return nil }
+            let value = parts.count > 1 ? decode(parts[1], plusIsSpace: true) : ""
+            return value.map { (name, $0) }
+        }
+    }
+}
+
+/// Content-Type and validators of tracks.
+enum TrackMetadata {
+    static let types: [String: String] = [
+        "mp3": "audio/mpeg", "flac": "audio/flac", "m4a": "audio/mp4", "alac": "audio/mp4", "aac": "audio/aac",
+        "ogg": "audio/ogg", "oga": "audio/ogg", "opus": "audio/ogg", "wav": "audio/wav", "aiff": "audio/aiff",
+        "aif": "audio/aiff", "ape": "audio/x-ape", "wv": "audio/x-wavpack", "wma": "audio/x-ms-wma",
+        "mka": "audio/x-matroska", "dsf": "audio/x-dsf", "dff": "audio/x-dff", "mpc": "audio/x-musepack",
+    ]
+
+    /// The remote's MIME type when it names an audio type, else one from the extension, else the remote's, else
+    /// `application/octet-stream`.
+    static func contentType(for file: RemoteFile) -> String {
+        if let mime = file.mimeType, mime.lowercased().hasPrefix("audio/"), isSafeHeaderValue(mime) { return mime }
+        let ext = (file.path as NSString).pathExtension.lowercased()
+        if let known = types[ext] { return known }
+        if let mime = file.mimeType, !mime.isEmpty, isSafeHeaderValue(mime) { return mime }
+        return "application/octet-stream"
+    }
+
+    /// A strong ETag from the fingerprint (size, modified seconds, revision): changes whenever cached bytes would
+    /// be dropped, and never reveals the revision itself.
+    static func etag(for file: RemoteFile) -> String {
+        let f = file.fingerprint
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in "\(f.size)\u{0}\(f.modified)\u{0}\(f.revision)".utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return "\"cs-\(String(f.size, radix: 16))-\(String(hash, radix: 16))\""
+    }
+
+    /// IMF-fixdate (RFC 9110 §5.6.7).
+    static func httpDate(_ date: Date) -> String {
+        var t = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        return String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(parts.tm_wday)], parts.tm_mday,
+                      months[Int(parts.tm_mon)], parts.tm_year + 1900, parts.tm_hour, parts.tm_min, parts.tm_sec)
+    }
+
+    /// Whether an `If-Range` value still names this version: the strong ETag, or exactly the Last-Modified date.
+    static func ifRangeMatches(_ value: String, file: RemoteFile) -> Bool {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if v.hasPrefix("\"") { return v == etag(for: file) }
+        if v.hasPrefix("W/") { return false }
+        return v == httpDate(file.modified)
+    }
+
+    static func isSafeHeaderValue(_ s: String) -> Bool {
+        s.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F }
+    }
+}

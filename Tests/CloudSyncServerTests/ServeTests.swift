@@ -1,0 +1,286 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudSyncCache
+import CloudSyncCore
+import CloudSyncEngine
+import CloudSyncServer
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite(.serialized) struct ServeTests {
+    static let size = 1_300_000
+
+    /// Range requests return exactly the source bytes whether the track is complete, partial or missing.
+    @Test func rangesReturnSourceBytesForCachedPartialAndMissingTracks() async throws {
+        let files = ["A/cached.mp3": sourceBytes(Self.size, seed: 1), "A/partial.flac": sourceBytes(Self.size, seed: 2),
+                     "A/missing.ogg": sourceBytes(Self.size, seed: 3)]
+        let f = try Fixture(files: files)
+        try f.cacheCompletely("A/cached.mp3")
+        try f.cachePartially("A/partial.flac", [0 ..< 100_000, 300_000 ..< 400_000])
+        let n = Self.size
+        let table: [(String?, Int, Range<Int>)] = [
+            (nil, 200, 0 ..< n),
+            ("bytes=0-0", 206, 0 ..< 1),
+            ("bytes=100-199", 206, 100 ..< 200),
+            ("bytes=99990-100010", 206, 99_990 ..< 100_011),
+            ("bytes=350000-", 206, 350_000 ..< n),
+            ("bytes=-1000", 206, n - 1000 ..< n),
+            ("bytes=1000000-1999999", 206, 1_000_000 ..< n),
+            ("bytes=0-1,5-6", 200, 0 ..< n),
+        ]
+        let c = Checks()
+        try await offPool {
+            for path in files.keys.sorted() {
+                let client = try RawClient(port: f.server.port)
+                let source = files[path]!
+                for (range, status, slice) in table {
+                    let response = try client.get("/tracks/music/\(path)", headers: range.map { ["Range: \($0)"] } ?? [])
+                    c.expect(response.status == status, "\(path) \(range ?? "-")")
+                    c.expect(response.body == source.subdata(in: slice), "\(path) \(range ?? "-")")
+                    c.expect(response.headers["accept-ranges"] == "bytes")
+                    if status == 206 {
+                        c.expect(response.headers["content-range"] == "bytes \(slice.lowerBound)-\(slice.upperBound - 1)/\(n)")
+                    }
+                }
+                let unsatisfiable = try client.get("/tracks/music/\(path)", headers: ["Range: bytes=\(n)-"])
+                c.expect(unsatisfiable.status == 416)
+                c.expect(unsatisfiable.headers["content-range"] == "bytes */\(n)")
+                let head = try client.get("/tracks/music/\(path)", method: "HEAD")
+                c.expect(head.status == 200)
+                c.expect(head.headers["content-length"] == String(n))
+                c.expect(head.headers["etag"]?.hasPrefix("\"cs-") == true)
+                c.expect(head.headers["last-modified"] == "Tue, 14 Nov 2023 22:13:20 GMT")
+                // If-Range with a stale validator: the whole (current) file.
+                let stale = try client.get("/tracks/music/\(path)", headers: ["Range: bytes=5-9", "If-Range: \"old\""])
+                c.expect(stale.status == 200)
+                c.expect(stale.body == source)
+                let fresh = try client.get("/tracks/music/\(path)", headers: ["Range: bytes=5-9", "If-Range: \(head.headers["etag"] ?? "")"])
+                c.expect(fresh.status == 206)
+                c.expect(fresh.body == source.subdata(in: 5 ..< 10))
+            }
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+        #expect(f.origin.gets("A_cached.mp3") == 0, "a complete track never goes to the cloud")
+        #expect(f.origin.bytes("A_partial.flac") <= Self.size - 200_000, "cached ranges of a partial track are not fetched again")
+        #expect(f.origin.refused == 0)
+        let port = f.server.port
+        let types = try await offPool { try RawClient(port: port).get("/tracks/music/A/partial.flac", method: "HEAD").headers["content-type"] }
+        #expect(types == "audio/flac")
+        // Fully fetched on demand → verified (SHA-256) and promoted like a pulled track.
+        #expect(try await eventually { try f.cache.entry(remote: "music", path: "A/missing.ogg")?.state == .complete })
+        #expect(try await eventually { try f.cache.entry(remote: "music", path: "A/partial.flac")?.state == .complete })
+    }
+
+    /// Two clients asking for the same missing track at once share one fetch: each byte leaves the origin once.
+    @Test func missingTrackIsFetchedOnceForTwoClients() async throws {
+        let data = sourceBytes(3 << 20, seed: 9)
+        let f = try Fixture(files: ["song.mp3": data])
+        let port = f.server.port
+        let bodies = Locked<[Data]>([])
+        for _ in 0 ..< 2 {
+            Thread.detachNewThread {
+                let body = (try? RawClient(port: port).get("/tracks/music/song.mp3").body) ?? Data()
+                bodies.withLock { $0.append(body) }
+            }
+        }
+        #expect(try await eventually { bodies.withLock { $0.count } == 2 })
+        #expect(bodies.withLock { $0.allSatisfy { $0 == data } })
+        #expect(f.origin.bytes("song.mp3") == data.count, "each byte fetched once")
+        #expect(f.origin.gets("song.mp3") == (data.count + (256 << 10) - 1) / (256 << 10))
+        #expect(try await eventually { try f.cache.entry(remote: "music", path: "song.mp3")?.state == .complete })
+        #expect(FileManager.default.contentsEqual(atPath: f.cache.tracksURL.appendingPathComponent("music/song.mp3").path,
+                                                 andPath: { let u = f.directory.file("expected"); try? data.write(to: u); return u.path }()))
+    }
+
+    /// A client that asks for a little and leaves gets its read-ahead (2 chunks), not the whole track.
+    @Test func disconnectEndsReadAhead() async throws {
+        let data = sourceBytes(6 << 20, seed: 4)
+        let f = try Fixture(files: ["long.flac": data])
+        let port = f.server.port
+        let first = try await offPool { try RawClient(port: port).get("/tracks/music/long.flac", headers: ["Range: bytes=0-999"]).body }
+        #expect(first == data.subdata(in: 0 ..< 1000))
+        #expect(try await eventually { f.onDemand.activeSessions == 0 })
+        #expect(f.origin.bytes("long.flac") <= 3 * (256 << 10), "fetched \(f.origin.bytes("long.flac")) bytes")
+        #expect(try f.cache.entry(remote: "music", path: "long.flac")?.state == .partial)
+    }
+
+    /// While another writer (a pull) holds the entry, serve waits for its checkpoints instead of fetching.
+    @Test func waitsForAnotherWritersCheckpoints() async throws {
+        let data = sourceBytes(500_000, seed: 5)
+        let f = try Fixture(files: ["held.mp3": data])
+        let writer = try f.cache.openWriter(remote: "music", path: "held.mp3")
+        let port = f.server.port
+        let response = Locked<RawClient.Response?>(nil)
+        let thread = Thread {
+            let r = try? RawClient(port: port).get("/tracks/music/held.mp3", headers: ["Range: bytes=1000-1999"])
+            response.withLock { $0 = r }
+        }
+        thread.start()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(response.withLock { $0 } == nil, "nothing can be answered before the writer checkpoints")
+        try data.withUnsafeBytes { try writer.write($0, at: 0) }
+        try writer.checkpoint()
+        #expect(try await eventually { response.withLock { $0 } != nil })
+        #expect(response.withLock { $0?.body } == data.subdata(in: 1000 ..< 2000))
+        #expect(f.origin.gets("held.mp3") == 0, "serve did not fetch what the other writer was fetching")
+        writer.close()
+    }
+
+    /// Hostile and malformed requests get 4xx/5xx without reaching outside the cache, and the server keeps going.
+    @Test func traversalAndMalformedRequests() async throws {
+        let f = try Fixture(files: ["ok.mp3": sourceBytes(1000, seed: 6)])
+        try f.cacheCompletely("ok.mp3")
+        let long = String(repeating: "a", count: 5000)
+        let table: [(String, Int)] = [
+            ("GET /tracks/music/../../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music/%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music/..%5C..%5Cetc%5Cpasswd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music/ok.mp3%00.txt HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/%2e%2e/ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music//etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music/./ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /tracks/music/\(long) HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+            ("GET /tracks/music/%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            ("GET /tracks/other/ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            ("POST /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+            ("DELETE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+            ("GET /tracks/music/ok.mp3 HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\n\r\n", 400),
+            ("HELLO\r\n\r\n", 400),
+            ("GET /x\u{1} HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 9000))\r\n\r\n", 431),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789", 413),
+        ]
+        let c = Checks()
+        try await offPool {
+            for (request, status) in table {
+                let client = try RawClient(port: f.server.port)
+                client.send(request)
+                let response = try client.readResponse()
+                c.expect(response.status == status, "\(request.prefix(60))")
+                c.expect(!response.body.contains(Data("root:".utf8)))
+            }
+            // A raw NUL in the request line.
+            let nul = try RawClient(port: f.server.port)
+            nul.send(Array("GET /tracks/music/ok".utf8) + [0] + Array(".mp3 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            c.expect(try nul.readResponse().status == 400)
+            // Still serving.
+            let ok = try RawClient(port: f.server.port).get("/tracks/music/ok.mp3")
+            c.expect(ok.status == 200)
+            c.expect(ok.body == f.contents["ok.mp3"])
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+    }
+
+    /// 200 connections at once each get their bytes; a 257th beyond a small limit gets 503.
+    @Test func manyConcurrentConnections() async throws {
+        let data = sourceBytes(400_000, seed: 7)
+        let f = try Fixture(files: ["x.mp3": data])
+        try f.cacheCompletely("x.mp3")
+        let c = Checks()
+        try await offPool {
+            var clients: [RawClient] = []
+            for _ in 0 ..< 200 { clients.append(try RawClient(port: f.server.port)) }
+            for (i, client) in clients.enumerated() {
+                client.send("GET /tracks/music/x.mp3 HTTP/1.1\r\nHost: h\r\nRange: bytes=\(i * 1000)-\(i * 1000 + 1999)\r\n\r\n")
+            }
+            for (i, client) in clients.enumerated() {
+                let r = try client.readResponse()
+                c.expect(r.status == 206)
+                c.expect(r.body == data.subdata(in: i * 1000 ..< i * 1000 + 2000))
+            }
+            clients.removeAll()
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+        #expect(try await eventually { f.server.openConnections == 0 })
+
+        let small = try Fixture(files: ["x.mp3": data], options: ServerOptions(port: 0, maxConnections: 2))
+        let smallPort = small.server.port
+        let refused = try await offPool { () -> Int in
+            let a = try RawClient(port: smallPort), b = try RawClient(port: smallPort)
+            _ = try a.get("/"); _ = try b.get("/")
+            let third = try RawClient(port: smallPort)
+            return try withExtendedLifetime((a, b)) { try third.readResponse().status }
+        }
+        #expect(refused == 503)
+    }
+
+    /// A client vanishing mid-body or stalling in its head never takes the server down.
+    @Test func vanishingAndSlowClients() async throws {
+        let data = sourceBytes(8 << 20, seed: 8)
+        let f = try Fixture(files: ["big.wav": data], options: ServerOptions(port: 0, headerTimeout: .milliseconds(300)))
+        try f.cacheCompletely("big.wav")
+        let c = Checks()
+        try await offPool {
+            for _ in 0 ..< 5 {
+                let client = try RawClient(port: f.server.port)
+                client.send("GET /tracks/music/big.wav HTTP/1.1\r\nHost: h\r\n\r\n")
+                var chunk = [UInt8](repeating: 0, count: 1000)
+                _ = recv(client.fd, &chunk, chunk.count, 0)
+            }
+            let slow = try RawClient(port: f.server.port)
+            slow.send("GET /tracks/music/big.wav HTTP/1.1\r\nHo")
+            let answer = String(decoding: slow.readUntilClosed(), as: UTF8.self)
+            c.expect(answer.hasPrefix("HTTP/1.1 408"))
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+        #expect(try await eventually { f.server.openConnections == 0 })
+        let port = f.server.port
+        let r = try await offPool { try RawClient(port: port).get("/tracks/music/big.wav", headers: ["Range: bytes=-10"]) }
+        #expect(r.body == data.subdata(in: data.count - 10 ..< data.count))
+    }
+
+    @Test func tokenIsRequiredAndNeverLogged() async throws {
+        let token = "s3cret-token-value"
+        let f = try Fixture(files: ["t.mp3": sourceBytes(100, seed: 9)], options: ServerOptions(port: 0, token: token))
+        try f.cacheCompletely("t.mp3")
+        let c = Checks()
+        try await offPool {
+            c.expect(try RawClient(port: f.server.port).get("/tracks/music/t.mp3").status == 401)
+            c.expect(try RawClient(port: f.server.port).get("/tracks/music/t.mp3?token=wrong").status == 401)
+            c.expect(try RawClient(port: f.server.port).get("/tracks/music/t.mp3?token=\(token)").status == 200)
+            c.expect(try RawClient(port: f.server.port).get("/tracks/music/t.mp3", headers: ["Authorization: Bearer \(token)"]).status == 200)
+            let playlist = try RawClient(port: f.server.port).get("/playlist.m3u?token=\(token)")
+            c.expect(String(decoding: playlist.body, as: UTF8.self).contains("/tracks/music/t.mp3?token=\(token)"))
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+        let lines = f.logLines.withLock { $0 }
+        #expect(lines.contains { $0.contains("GET /tracks/music/t.mp3 200") })
+        #expect(!lines.contains { $0.contains(token) })
+    }
+
+    @Test func playlistAndIndex() async throws {
+        let f = try Fixture(files: ["A/one.mp3": sourceBytes(10, seed: 1), "B/<b>&\"two\".flac": sourceBytes(10, seed: 2)])
+        try f.cacheCompletely("A/one.mp3")
+        let c = Checks()
+        try await offPool {
+            let all = String(decoding: try RawClient(port: f.server.port).get("/playlist.m3u").body, as: UTF8.self)
+            c.expect(all == """
+            #EXTM3U
+            #EXTINF:-1,one
+            http://127.0.0.1/tracks/music/A/one.mp3
+            #EXTINF:-1,<b>&"two"
+            http://127.0.0.1/tracks/music/B/%3Cb%3E%26%22two%22.flac
+
+            """)
+            let cached = String(decoding: try RawClient(port: f.server.port).get("/playlist.m3u?cached=1&remote=music").body, as: UTF8.self)
+            c.expect(cached.components(separatedBy: "#EXTINF").count == 2)
+            c.expect(try RawClient(port: f.server.port).get("/playlist.m3u?remote=nope").status == 404)
+            let index = try RawClient(port: f.server.port).get("/")
+            c.expect(index.status == 200)
+            let html = String(decoding: index.body, as: UTF8.self)
+            c.expect(html.contains("&lt;b&gt;&amp;&quot;two&quot;.flac"))
+            c.expect(!html.contains("<b>&"))
+            c.expect(!html.lowercased().contains("<script"))
+            c.expect(html.contains("cached"))
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+    }
+}

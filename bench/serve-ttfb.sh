@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Time to first byte of `cloudsync serve` on loopback, for a cached track and for uncached ones (one
+# provider round trip to a local `rclone serve webdav`). Reports medians; asserts nothing.
+#
+#   usage: bench/serve-ttfb.sh [RUNS]        (default 50 cached requests, 15 uncached tracks)
+#   env:   CLOUDSYNC=path/to/cloudsync       (default: .build/release/cloudsync, else .build/debug/cloudsync)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-50}
+uncached=15
+bin=${CLOUDSYNC:-}
+if [[ -z "$bin" ]]; then
+    if [[ -x .build/release/cloudsync ]]; then bin=.build/release/cloudsync; else bin=.build/debug/cloudsync; fi
+fi
+[[ -x "$bin" ]] || { echo "serve-ttfb: build first (swift build -c release)" >&2; exit 2; }
+for p in curl rclone python3; do command -v $p >/dev/null || { echo "serve-ttfb: $p is not installed (scripts/install-deps.sh)" >&2; exit 3; }; done
+
+work=$(mktemp -d /tmp/cloudsync-ttfb-XXXXXX)
+server_pid=""; dav_pid=""; dav_state=""
+cleanup() {
+    [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null || true
+    [[ -n "$dav_pid" ]] && kill "$dav_pid" 2>/dev/null || true
+    [[ -n "$dav_state" ]] && rm -rf "$dav_state"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/library/bench"
+head -c $((4 * 1024 * 1024)) /dev/urandom >"$work/library/bench/cached.flac"
+for i in $(seq 1 $uncached); do head -c $((4 * 1024 * 1024)) /dev/urandom >"$work/library/bench/uncached-$i.flac"; done
+read -r dav_port dav_pid dav_state < <(Tests/servers/start-webdav.sh rclone "$work/library")
+cat >"$work/config.toml" <<TOML
+[cache]
+dir = "$work/cache"
+
+[remote.bench]
+provider = "webdav"
+url = "http://127.0.0.1:$dav_port/dav/"
+user = "demo"
+password = "demo-pass"
+TOML
+cs() { "$bin" --config "$work/config.toml" "$@"; }
+cs -q ls --remote bench >/dev/null
+cs -q pull --remote bench bench/cached.flac >/dev/null
+
+cs -q serve --port 0 >"$work/serve.out" 2>"$work/serve.err" &
+server_pid=$!
+for _ in $(seq 1 100); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
+port=$(sed -n 's/.*:\([0-9]*\)\/$/\1/p' "$work/serve.out")
+[[ -n "$port" ]] || { echo "serve-ttfb: serve did not start:" >&2; cat "$work/serve.err" >&2; exit 4; }
+base="http://127.0.0.1:$port/tracks/bench/bench"
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ttfb() { curl -s -o /dev/null -H "Range: bytes=0-65535" -w '%{time_starttransfer}\n' "$1" | awk '{printf "%.3f\n", $1*1000}'; }
+
+curl -s -o /dev/null "$base/cached.flac"   # warm up
+cached=$(for _ in $(seq 1 "$runs"); do ttfb "$base/cached.flac"; done | median)
+miss=$(for i in $(seq 1 $uncached); do ttfb "$base/uncached-$i.flac"; done | median)
+# For scale: the same range straight from the WebDAV server (one round trip, no cache).
+direct=$(for i in $(seq 1 $uncached); do curl -s -o /dev/null -u demo:demo-pass -H "Range: bytes=0-65535" \
+    -w '%{time_starttransfer}\n' "http://127.0.0.1:$dav_port/dav/bench/uncached-$i.flac" | awk '{printf "%.3f\n", $1*1000}'; done | median)
+
+echo "binary: $bin"
+echo "cached track   TTFB median over $runs: ${cached} ms   (goal <= 2 ms)"
+echo "uncached track TTFB median over $uncached: ${miss} ms   (one provider round trip; rclone direct: ${direct} ms)"
