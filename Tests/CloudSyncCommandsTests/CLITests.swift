@@ -105,7 +105,7 @@ struct CLI {
     }
 
     @Test func notYetBuiltCommandsFailHonestly() throws {
-        let r = try CLI.run(["serve"])
+        let r = try CLI.run(["login", "nas"])
         #expect(r.status == 1)
         #expect(r.stderr.contains("not implemented"))
     }
