@@ -12,8 +12,8 @@ enum Commands {
         case "pull": return try await PullCommand(context: context).run()
         case "cache": return try CacheCommand(context: context).run(path.dropFirst().first ?? "")
         case "config": return try ConfigCommand(context: context).run(path.dropFirst().first ?? "")
-        case "login": throw NotImplementedError(command: "login")
-        case "logout": throw NotImplementedError(command: "logout")
+        case "login": return try await LoginCommand(context: context).run()
+        case "logout": return try await LogoutCommand(context: context).run()
         case "serve": throw NotImplementedError(command: "serve")
         default:
             throw UsageError(message: "cloudsync: unknown command", hint: "Run 'cloudsync --help' for usage.")
