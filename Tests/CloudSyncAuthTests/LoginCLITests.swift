@@ -9,8 +9,8 @@ let cloudsyncBinary = repositoryRoot.appendingPathComponent(".build/debug/clouds
 final class CLIRun: Sendable {
     let process = Process()
     let stdin = Pipe()
-    private let errText = Mutex("")
-    private let outText = Mutex("")
+    private let errText = TextBuffer()
+    private let outText = TextBuffer()
 
     init(_ arguments: [String], environment: [String: String]) throws {
         process.executableURL = URL(fileURLWithPath: cloudsyncBinary)
@@ -20,19 +20,13 @@ final class CLIRun: Sendable {
         process.standardInput = stdin
         process.standardError = err
         process.standardOutput = out
-        err.fileHandleForReading.readabilityHandler = { [errText] h in
-            let d = h.availableData
-            errText.withLock { $0 += String(decoding: d, as: UTF8.self) }
-        }
-        out.fileHandleForReading.readabilityHandler = { [outText] h in
-            let d = h.availableData
-            outText.withLock { $0 += String(decoding: d, as: UTF8.self) }
-        }
+        err.fileHandleForReading.readabilityHandler = { [errText] h in errText.append(h.availableData) }
+        out.fileHandleForReading.readabilityHandler = { [outText] h in outText.append(h.availableData) }
         try process.run()
     }
 
-    var stderr: String { errText.withLock { $0 } }
-    var stdout: String { outText.withLock { $0 } }
+    var stderr: String { errText.text }
+    var stdout: String { outText.text }
 
     func send(_ line: String) throws { try stdin.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8)) }
 
@@ -54,6 +48,13 @@ final class CLIRun: Sendable {
         try await Task.sleep(nanoseconds: 100_000_000)
         return process.terminationStatus
     }
+}
+
+/// Text collected from a pipe as it arrives.
+final class TextBuffer: Sendable {
+    private let buffer = Mutex(Data())
+    func append(_ data: Data) { buffer.withLock { $0 += data } }
+    var text: String { buffer.withLock { String(decoding: $0, as: UTF8.self) } }
 }
 
 @Suite("cloudsync login / logout (built binary, stdin piped)",

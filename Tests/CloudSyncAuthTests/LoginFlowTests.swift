@@ -170,8 +170,7 @@ struct LoginFlowTests {
         let closed = try OAuthFake()
         let port = closed.port
         let base = URL(string: "http://127.0.0.1:\(port)")!
-        closed.process.terminate()
-        closed.process.waitUntilExit()
+        closed.stop()
         let r = LoginRemote(name: "music", provider: "onedrive", clientID: "test-client", tokenURL: base.appendingPathComponent("token"),
                             deviceURL: base.appendingPathComponent("devicecode"), apiURL: base)
         let error = await #expect(throws: AuthError.self) {

@@ -55,11 +55,14 @@ final class OAuthFake: Sendable {
         return (s["issued_access"] as? [String] ?? []) + (s["issued_refresh"] as? [String] ?? [])
     }
 
-    deinit {
+    /// Kills the fake with SIGKILL (children of the test process may inherit a blocked SIGTERM).
+    func stop() {
         try? input.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
+
+    deinit { stop() }
 }
 
 struct FakeError: Error, CustomStringConvertible {

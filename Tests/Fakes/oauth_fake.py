@@ -34,6 +34,7 @@ p.add_argument("--client-id", default="test-client")
 p.add_argument("--client-secret", default=None)
 p.add_argument("--refresh-delay", type=float, default=0.0, help="seconds a refresh takes")
 p.add_argument("--seed-refresh-token", default=None, help="a refresh token valid from the start")
+p.add_argument("--lifetime", type=float, default=300, help="seconds before the fake exits by itself")
 p.add_argument("--dav-user", default="alice")
 p.add_argument("--dav-password", default="s3cret pass")
 args = p.parse_args()
@@ -233,4 +234,8 @@ server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
 print(server.server_address[1], flush=True)
 threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
+# Bounded life even if the test process dies without closing our stdin.
+watchdog = threading.Timer(args.lifetime, server.shutdown)
+watchdog.daemon = True
+watchdog.start()
 server.serve_forever()
