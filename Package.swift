@@ -39,6 +39,9 @@ let package = Package(
         /// Generic WebDAV (RFC 4918) adapter.
         .target(name: "WebDAV", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/WebDAV"),
 
+        /// Logins per provider (device code, PKCE paste, loopback), the 0600 token store and lock-serialised refresh.
+        .target(name: "CloudSyncAuth", dependencies: ["CloudSyncCore", "CloudSyncHTTP"]),
+
         /// Sync: listing → plan → fetch → verify → promote; scheduler and range fetcher.
         .target(name: "CloudSyncEngine", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncCache"]),
         /// Loopback HTTP/1.1 server for players: Range from the cache, holes filled by the engine.
@@ -46,7 +49,7 @@ let package = Package(
         /// Command-line parsing, wiring of config to providers, output; one call per command.
         .target(name: "CloudSyncCommands", dependencies: [
             "CloudSyncCore", "CloudSyncConfig", "CloudSyncHTTP", "CloudSyncCache", "CloudSyncEngine",
-            "CloudSyncServer", "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV",
+            "CloudSyncServer", "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV", "CloudSyncAuth",
         ]),
         /// The `cloudsync` executable: a few lines that call CloudSyncCommands.
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCommands"]),
@@ -66,6 +69,7 @@ let package = Package(
         .testTarget(name: "CloudSyncEngineTests", dependencies: [
             "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
         ]),
+        .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "TestSupport"]),
         .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"]),
         .testTarget(name: "CloudSyncServerTests", dependencies: [
             "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport",

@@ -51,10 +51,3 @@ struct CommandContext: Sendable {
     var logger: Logger { console.logger }
     var json: Bool { arguments.has("json") }
 }
-
-/// A command that exists in the command line but is not built yet: says so and fails.
-struct NotImplementedError: Error, ExitCodeProviding, CustomStringConvertible {
-    let command: String
-    var exitCode: ExitCode { .partialFailure }
-    var description: String { "'cloudsync \(command)' is not implemented in this version yet; nothing was done" }
-}

@@ -1,6 +1,7 @@
 import CloudSyncCache
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncHTTP
 import Foundation
 
 /// Dispatches a parsed command line to its command.
@@ -12,8 +13,8 @@ enum Commands {
         case "pull": return try await PullCommand(context: context).run()
         case "cache": return try CacheCommand(context: context).run(path.dropFirst().first ?? "")
         case "config": return try ConfigCommand(context: context).run(path.dropFirst().first ?? "")
-        case "login": throw NotImplementedError(command: "login")
-        case "logout": throw NotImplementedError(command: "logout")
+        case "login": return try await LoginCommand(context: context).run()
+        case "logout": return try await LogoutCommand(context: context).run()
         case "serve": return try await ServeCommand(context: context).run()
         default:
             throw UsageError(message: "cloudsync: unknown command", hint: "Run 'cloudsync --help' for usage.")
@@ -36,6 +37,12 @@ struct Setup {
     /// The remotes chosen by --remote / --provider (all when neither).
     func selectedRemotes(_ config: Configuration) throws -> [RemoteConfig] {
         try config.select(remote: context.arguments.value("remote"), provider: context.arguments.value("provider"))
+    }
+
+    /// Builds providers for `config`'s remotes, with tokens from the state directory's token store.
+    func providerFactory(_ config: Configuration, transport: any Transport, settings: PullSettings? = nil) -> ProviderFactory {
+        ProviderFactory(transport: transport, settings: settings ?? config.pull, audio: config.audio,
+                        stateDirectory: StateLocation.resolve(environment: context.environment), logger: context.logger)
     }
 
     func openCache(_ config: Configuration) throws -> Cache {

@@ -25,7 +25,7 @@ struct ListCommand {
         for remote in remotes {
             if !args.has("offline") {
                 let transport = try CurlTransport(logger: context.logger)
-                let factory = ProviderFactory(transport: transport, settings: config.pull, audio: config.audio, logger: context.logger)
+                let factory = setup.providerFactory(config, transport: transport)
                 let built = try factory.make(remote, retries: nil)
                 let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
                                 transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(),

@@ -1,3 +1,4 @@
+import CloudSyncAuth
 import CloudSyncConfig
 import CloudSyncCore
 import CloudSyncHTTP
@@ -14,6 +15,8 @@ struct ProviderFactory {
     let transport: any Transport
     let settings: PullSettings
     let audio: AudioFilter
+    /// Where `cloudsync login` keeps tokens ($XDG_STATE_HOME/cloudsync).
+    let stateDirectory: URL
     let logger: Logger
 
     struct Remote: Sendable {
@@ -33,20 +36,19 @@ struct ProviderFactory {
             if let url = remote.apiURL { options.apiURL = url }
             if let url = remote.contentURL { options.contentURL = url }
             if let url = remote.tokenURL { options.tokenURL = url }
-            let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
+            let tokens = try tokenSource(remote, tokenURL: options.tokenURL)
             provider = DropboxProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
         case .yandex:
             var options = YandexOptions(remoteName: remote.name, root: remote.root)
             if let url = remote.apiURL { options.apiURL = url }
-            let client = OAuthRefresher.Client(tokenURL: remote.tokenURL ?? YandexOptions.defaultTokenURL,
-                                               clientID: remote.clientID, clientSecret: remote.clientSecret)
             provider = YandexDiskProvider(options: options, transport: transport, pacer: pacer,
-                                          tokens: try tokenSource(remote, client: client), audio: audio, logger: logger)
+                                          tokens: try tokenSource(remote, tokenURL: remote.tokenURL ?? YandexOptions.defaultTokenURL),
+                                          audio: audio, logger: logger)
         case .onedrive:
             var options = OneDriveOptions(remoteName: remote.name, root: remote.root)
             if let url = remote.apiURL { options.apiURL = url }
             if let url = remote.tokenURL { options.tokenURL = url }
-            let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
+            let tokens = try tokenSource(remote, tokenURL: options.tokenURL)
             provider = OneDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
         case .gdrive:
             var options = GoogleDriveOptions(remoteName: remote.name, root: remote.root,
@@ -55,7 +57,7 @@ struct ProviderFactory {
             if let url = remote.apiURL { options.apiURL = url }
             if let url = remote.contentURL { options.contentURL = url }
             if let url = remote.tokenURL { options.tokenURL = url }
-            let tokens = try tokenSource(remote, client: options.oauthClient(clientID: remote.clientID, clientSecret: remote.clientSecret))
+            let tokens = try tokenSource(remote, tokenURL: options.tokenURL)
             provider = GoogleDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
         }
         return Remote(config: remote, provider: provider, pacer: pacer)
@@ -68,33 +70,39 @@ struct ProviderFactory {
         let auth: WebDAVOptions.Auth
         switch remote.webdavAuth {
         case .basic: auth = .basic
-        case .bearer: auth = .bearer(try token(remote))
-        case .oauth: auth = .oauth(try token(remote))
+        case .bearer: auth = .bearer(try staticToken(remote))
+        case .oauth: auth = .oauth(try staticToken(remote))
         }
+        var user = remote.user ?? ""
         var password = remote.password ?? ""
         if remote.password == nil, let command = remote.passwordCommand {
             password = try runPasswordCommand(command, remote: remote.name)
+        } else if remote.password == nil, auth == .basic,
+                  let stored = try AuthSetup.storedPassword(remoteName: remote.name, stateDirectory: stateDirectory) {
+            password = stored.password
+            if user.isEmpty, let storedUser = stored.user { user = storedUser }
         }
-        let options = WebDAVOptions(remoteName: remote.name, url: url, root: remote.root, user: remote.user ?? "",
+        let options = WebDAVOptions(remoteName: remote.name, url: url, root: remote.root, user: user,
                                     password: password, auth: auth)
         return WebDAVProvider(options: options, transport: transport, pacer: pacer, audio: audio, logger: logger)
     }
 
-    /// The remote's tokens: refreshable when a refresh token and client are known, else the access token as is.
-    private func tokenSource(_ remote: RemoteConfig, client: OAuthRefresher.Client) throws -> any TokenSource {
-        if let refresh = remote.refreshToken, !refresh.isEmpty {
-            return OAuthRefresher(remoteName: remote.name,
-                                  tokens: TokenSet(accessToken: remote.accessToken ?? "", refreshToken: refresh, expiresAt: remote.accessToken == nil ? .distantPast : nil),
-                                  client: client, transport: transport, logger: logger, persist: { _ in })
-        }
-        return StaticTokenSource(token: try token(remote), remoteName: remote.name)
+    /// The remote's tokens: those stored by `cloudsync login` (refreshed under a file lock shared by every
+    /// process), else the config's refresh_token (seeding the store) or access_token.
+    private func tokenSource(_ remote: RemoteConfig, tokenURL: URL) throws -> any TokenSource {
+        try AuthSetup.tokenSource(remoteName: remote.name, provider: remote.provider.rawValue, tokenURL: tokenURL,
+                                  clientID: remote.clientID, clientSecret: remote.clientSecret,
+                                  configAccessToken: remote.accessToken, configRefreshToken: remote.refreshToken,
+                                  stateDirectory: stateDirectory, transport: transport, logger: logger)
     }
 
-    private func token(_ remote: RemoteConfig) throws -> String {
-        guard let token = remote.accessToken, !token.isEmpty else {
-            throw ProviderError(.unauthorized, "remote '\(remote.name)' uses token auth but has no access_token; set access_token (or env:VAR) in the config")
+    /// A WebDAV token (bearer/oauth): the config's access_token, else the one `login` stored.
+    private func staticToken(_ remote: RemoteConfig) throws -> String {
+        if let token = remote.accessToken, !token.isEmpty { return token }
+        if let stored = try TokenStore(stateDirectory: stateDirectory).load(remote.name)?.tokenSet?.accessToken, !stored.isEmpty {
+            return stored
         }
-        return token
+        throw ProviderError(.unauthorized, "remote '\(remote.name)' uses token auth but has no access_token; set access_token (or env:VAR) in the config")
     }
 }
 

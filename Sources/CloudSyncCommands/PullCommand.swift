@@ -46,7 +46,7 @@ struct PullCommand {
         var transportOptions = CurlTransportOptions()
         transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }
         let transport = try CurlTransport(options: transportOptions, logger: context.logger)
-        let factory = ProviderFactory(transport: transport, settings: settings, audio: config.audio, logger: context.logger)
+        let factory = setup.providerFactory(config, transport: transport, settings: settings)
         let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun)
         let started = Date()
         let work = Task { () async throws -> ([SyncReport], ExitCode) in

@@ -24,7 +24,7 @@ struct ServeCommand {
         let config = try setup.configuration()
         let cache = try setup.openCache(config)
         let transport = try CurlTransport(logger: context.logger)
-        let factory = ProviderFactory(transport: transport, settings: config.pull, audio: config.audio, logger: context.logger)
+        let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
         var unavailable: [String: String] = [:]
         for remote in try setup.selectedRemotes(config) {
