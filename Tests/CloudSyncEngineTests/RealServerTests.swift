@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+
+/// Full pulls from real WebDAV servers (Debian's rclone, Apache mod_dav, nginx dav-ext), through the counting
+/// proxy of files_fake.py so GETs can be counted.
+@Suite(.serialized) struct RealServerTests {
+    @Test(arguments: ["rclone", "apache", "nginx"])
+    func fullPullOfHostileNamesIsByteIdenticalAndSecondPullFetchesNothing(server: String) throws {
+        var sizes = Library.hostileNames.enumerated().map { ($0.element, 1000 + $0.offset * 37_000) }
+        sizes.append(("Кино/Группа крови/cover notes.txt", 100))   // not audio: never fetched
+        let root = try temporaryDirectory("real-\(server)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        var library = try Library.make(in: root, seed: 7, files: sizes)
+        try library.remove("Кино/Группа крови/cover notes.txt")
+        try library.add("Кино/Группа крови/cover notes.txt", Data("not audio".utf8))
+
+        let started = Process()
+        started.executableURL = try Paths.program("bash", package: "bash")
+        started.arguments = [Paths.startWebDAV.path, server, root.path]
+        let out = Pipe(), err = Pipe()
+        started.standardOutput = out
+        started.standardError = err
+        try started.run()
+        let line = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        started.waitUntilExit()
+        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        try #require(started.terminationStatus == 0, "start-webdav.sh \(server) failed (\(started.terminationStatus)): \(errors)")
+        let fields = line.split(separator: " ").map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) }
+        let port = try #require(fields.first.flatMap { Int($0) }), pid = try #require(fields.dropFirst().first.flatMap { Int32($0) })
+        defer {
+            kill(pid, SIGTERM)
+            if fields.count > 2 { try? FileManager.default.removeItem(atPath: fields[2]) }
+        }
+
+        let proxy = try FakeServer(arguments: ["--proxy-to", "http://127.0.0.1:\(port)"])
+        defer { proxy.stop() }
+        let env = try Env(url: proxy.url)
+        defer { env.cleanup() }
+
+        let first = try env.run(["pull", "--json"])
+        #expect(first.status == 0, "stderr: \(first.stderr)")
+        library.files["Кино/Группа крови/cover notes.txt"] = nil
+        try env.expectTracksEqual(library)
+        let gets = try proxy.log()
+        #expect(Set(gets.map(\.path)).count == library.files.count, "GETs: \(gets.map(\.path))")
+        #expect(!gets.contains { $0.path.hasSuffix(".txt") })
+
+        try proxy.reset()
+        let second = try env.run(["pull", "--json"])
+        #expect(second.status == 0, "stderr: \(second.stderr)")
+        let refetched = try proxy.log().map(\.path)
+        #expect(try proxy.stats()["get"] == 0, "the second pull fetched again: \(refetched)")
+        #expect(try proxy.stats()["propfind"] ?? 0 > 0)
+        try env.expectTracksEqual(library)
+    }
+}
