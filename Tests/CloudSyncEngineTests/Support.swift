@@ -192,9 +192,13 @@ struct Env {
         return Dictionary(rows.map { ($0["path"] as? String ?? "", $0) }, uniquingKeysWith: { $1 })
     }
 
-    /// Sum of `cached_bytes` over the index.
+    /// Bytes the index claims: `cached_bytes` of partial entries, `size` of cached ones. 0 before the first run.
     func cachedBytes() throws -> Int64 {
-        try index().values.reduce(0) { $0 + (($1["cached_bytes"] as? NSNumber)?.int64Value ?? 0) }
+        guard FileManager.default.fileExists(atPath: cacheDir.appendingPathComponent("index.sqlite").path) else { return 0 }
+        return try index().values.reduce(0) { sum, row in
+            let key = row["state"] as? String == "cached" ? "size" : "cached_bytes"
+            return sum + ((row[key] as? NSNumber)?.int64Value ?? 0)
+        }
     }
 
     /// Every file of `library` is in tracks/ byte for byte, and nothing else is.
