@@ -136,7 +136,7 @@ struct FileFetcher: Sendable {
                     throw ProviderError(.invalidResponse, "\(job.file.path) changed size on the server during download (\(total) bytes now, \(job.file.size) listed); the next pull will fetch the new version")
                 }
                 throw ProviderError(.invalidResponse, "the server refused the byte range \(chunk.lowerBound)-\(chunk.upperBound - 1) of \(job.file.path) (416)")
-            case 401, 403, 404, 410 where !refusedOnce:
+            case _ where [401, 403, 404, 410].contains(status) && !refusedOnce:
                 // Links expire and tokens age: resolve again once, then continue from the same offset.
                 refusedOnce = true
                 logger.info("\(job.file.path): content host answered \(status); resolving the download again")
