@@ -83,9 +83,11 @@ struct FileFetcher: Sendable {
 
     /// Fetches every missing byte of `job` inside `bounds`, chunk by chunk, resuming after cut connections.
     func fetch(_ job: FileJob, within bounds: Range<Int64>) async throws {
-        while let chunk = nextChunk(job, within: bounds) {
+        while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
             try await pacer.run("GET \(job.file.path)") {
+                // Chosen on every attempt: a retry after a cut connection resumes after the bytes that arrived.
+                guard let chunk = nextChunk(job, within: bounds) else { return }
                 try await fetchChunk(job, chunk)
             }
             try job.writer.checkpointIfDue()
