@@ -252,6 +252,8 @@ struct Served: Sendable {
     var status: Int
     var bytes: Int64
     var start: Int64?
+    /// When an injected status answer left the fake.
+    var answered: Double?
 
     /// The first byte asked for by `Range: bytes=N-M`, else 0.
     var rangeStart: Int64 {
@@ -341,7 +343,8 @@ final class FakeServer {
         return rows.map { row in
             Served(t: (row["t"] as? NSNumber)?.doubleValue ?? 0, path: row["path"] as? String ?? "",
                    range: row["range"] as? String, status: (row["status"] as? NSNumber)?.intValue ?? 0,
-                   bytes: (row["bytes"] as? NSNumber)?.int64Value ?? 0, start: (row["start"] as? NSNumber)?.int64Value)
+                   bytes: (row["bytes"] as? NSNumber)?.int64Value ?? 0, start: (row["start"] as? NSNumber)?.int64Value,
+                   answered: (row["answered"] as? NSNumber)?.doubleValue)
         }
     }
 

@@ -22,7 +22,8 @@ Also: --rate limits every GET body to BYTES_PER_S (sent in 16 KiB pieces), --del
 answering every GET.
 
 Observation (no auth): GET /_log → JSON list of GETs {t, method, path, range, if_range, status,
-bytes, done, start} where t is the server's time.time() when the request was received and bytes the body
+bytes, done, start, answered} where t is the server's time.time() when the request was received, answered
+when an injected status was sent, and bytes the body
 bytes actually handed to the kernel; GET /_stats → {"get": n, "propfind": n, "bytes": n, "active": n}
 (active = GETs still being answered). POST /_reset clears the log and counters.
 """
@@ -213,6 +214,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "status":
             status = fault["status"]
             entry["status"] = status
+            entry["answered"] = time.time()
             headers = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
             if status == 401:
                 headers.append(("WWW-Authenticate", 'Basic realm="files_fake"'))
