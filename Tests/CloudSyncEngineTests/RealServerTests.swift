@@ -44,7 +44,10 @@ import Testing
         let fields = line.split(separator: " ").map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) }
         let port = try #require(fields.first.flatMap { Int($0) }), pid = try #require(fields.dropFirst().first.flatMap { Int32($0) })
         defer {
-            kill(pid, SIGTERM)
+            // The server leads its own session (setsid): stop its whole group. Apache may ignore SIGTERM
+            // here, so SIGKILL follows when the group is still there after 3 s.
+            kill(-pid, SIGTERM)
+            if !eventually(timeout: 3, { kill(-pid, 0) != 0 }) { kill(-pid, SIGKILL) }
             if fields.count > 2 { try? FileManager.default.removeItem(atPath: fields[2]) }
         }
 
