@@ -76,7 +76,7 @@ final class PullRenderer: Sendable {
                     return quiet ? nil : "fetched  \(ByteSize.format(fetched).leftPad(9))  \(remote)/\(path)\(kind.map { "  (\($0.rawValue) ok)" } ?? "")"
                 case .headCached:
                     return nil
-                case .failed(let message):
+                case .failed(let message, _):
                     s.finished += 1
                     return "\(console.paint("failed", "31"))   \(remote)/\(path): \(message)"
                 }

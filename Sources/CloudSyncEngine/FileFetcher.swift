@@ -83,9 +83,11 @@ struct FileFetcher: Sendable {
 
     /// Fetches every missing byte of `job` inside `bounds`, chunk by chunk, resuming after cut connections.
     func fetch(_ job: FileJob, within bounds: Range<Int64>) async throws {
-        while let chunk = nextChunk(job, within: bounds) {
+        while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
             try await pacer.run("GET \(job.file.path)") {
+                // Chosen on every attempt: a retry after a cut connection resumes after the bytes that arrived.
+                guard let chunk = nextChunk(job, within: bounds) else { return }
                 try await fetchChunk(job, chunk)
             }
             try job.writer.checkpointIfDue()
@@ -136,14 +138,9 @@ struct FileFetcher: Sendable {
                     throw ProviderError(.invalidResponse, "\(job.file.path) changed size on the server during download (\(total) bytes now, \(job.file.size) listed); the next pull will fetch the new version")
                 }
                 throw ProviderError(.invalidResponse, "the server refused the byte range \(chunk.lowerBound)-\(chunk.upperBound - 1) of \(job.file.path) (416)")
-            case 401, 403, 404, 410:
+            case _ where [401, 403, 404, 410].contains(status) && !refusedOnce:
                 // Links expire and tokens age: resolve again once, then continue from the same offset.
-                // (A `where` on a multi-pattern case guards only its last pattern, hence the explicit check.)
-                if refusedOnce {
-                    throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody,
-                                                 context: "downloading \(job.file.path) from \(outcome.head.url.host ?? "the server")")
-                        ?? ProviderError(.invalidResponse, "downloading \(job.file.path): HTTP \(status)", status: status)
-                }
+                // (One `where` for all four statuses: on a multi-pattern case it would guard only the last.)
                 refusedOnce = true
                 logger.info("\(job.file.path): content host answered \(status); resolving the download again")
                 let fresh = try await provider.resolveDownload(for: job.file, rejected: download, status: status)

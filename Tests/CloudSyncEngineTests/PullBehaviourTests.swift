@@ -1,0 +1,200 @@
+import Foundation
+import Testing
+
+/// Locks, remote changes, dry runs, head-first order, output shapes and Ctrl-C, with the real binary.
+@Suite struct PullBehaviourTests {
+    static let files: [(String, Int)] = (0 ..< 4).map { ("Disc/song \($0).mp3", 400_000 + $0 * 1000) }
+
+    @Test func secondPullExits75NamingTheRemoteAndWaitWaits() throws {
+        let fixture = try Fixture(seed: 11, files: Self.files, rate: 1 << 20)
+        defer { fixture.cleanup() }
+        let first = try fixture.env.start(["pull", "--jobs", "1"])
+        #expect(try eventually { try fixture.server.stats()["get"] ?? 0 > 0 }, "the first pull never started fetching")
+        let second = try fixture.env.run(["pull"])
+        #expect(second.status == 75, "stderr: \(second.stderr)")
+        #expect(second.stderr.contains(fixture.env.remote) && second.stderr.contains("--wait"), "stderr: \(second.stderr)")
+        let waiting = try fixture.env.start(["pull", "--wait", "--json"])
+        let firstResult = try first.wait(timeout: 60)
+        #expect(firstResult.status == 0, "stderr: \(firstResult.stderr)")
+        let waited = try waiting.wait(timeout: 60)
+        #expect(waited.status == 0, "stderr: \(waited.stderr)")
+        #expect(waited.stdout.contains(#""fetched_files":0"#), "the waiting pull should find everything done: \(waited.stdout)")
+        try fixture.env.expectTracksEqual(fixture.library)
+    }
+
+    @Test func pullWhileAnotherProcessReadsTheCache() throws {
+        let fixture = try Fixture(seed: 12, files: Self.files, rate: 2 << 20)
+        defer { fixture.cleanup() }
+        _ = try fixture.env.run(["pull", "Disc/song 0.mp3"])
+        let pull = try fixture.env.start(["pull", "--jobs", "2"])
+        var listings = 0
+        while pull.process.isRunning {
+            let ls = try fixture.env.run(["ls", "--offline"])
+            #expect(ls.status == 0, "ls --offline during a pull: \(ls.stderr)")
+            listings += 1
+        }
+        let r = try pull.wait(timeout: 60)
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(listings > 1)
+        try fixture.env.expectTracksEqual(fixture.library)
+    }
+
+    @Test func remoteDeletionAndModificationAreReflected() throws {
+        var fixture = try Fixture(seed: 13, files: Self.files)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        try fixture.library.remove("Disc/song 1.mp3")
+        var random = SeededRandom(seed: 99)
+        try fixture.library.add("Disc/song 2.mp3", random.bytes(333_333))
+        try fixture.server.reset()
+        let r = try fixture.env.run(["pull", "--json"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stdout.contains(#""deleted":1"#) && r.stdout.contains(#""changed":1"#), "stdout: \(r.stdout)")
+        #expect(r.stderr.contains("removed  lib/Disc/song 1.mp3"), "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        #expect(try fixture.server.log().map(\.path) == ["/dav/Disc/song 2.mp3"])
+        #expect(try fixture.env.index()["Disc/song 1.mp3"] == nil)
+    }
+
+    @Test func pinnedTrackDeletedRemotelyIsKeptAndReported() throws {
+        var fixture = try Fixture(seed: 14, files: Self.files)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let pin = try fixture.env.run(["cache", "pin", "Disc/song 3.mp3"])
+        #expect(pin.status == 0, "stderr: \(pin.stderr)")
+        let kept = try #require(fixture.library.files["Disc/song 3.mp3"])
+        try fixture.library.remove("Disc/song 3.mp3")
+        let r = try fixture.env.run(["pull"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("kept     lib/Disc/song 3.mp3 (deleted remotely, but pinned)"), "stderr: \(r.stderr)")
+        fixture.library.files["Disc/song 3.mp3"] = kept
+        try fixture.env.expectTracksEqual(fixture.library)
+    }
+
+    @Test func dryRunChangesNothingAndPrintsThePlan() throws {
+        var fixture = try Fixture(seed: 15, files: Self.files)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull", "Disc/song 0.mp3", "Disc/song 1.mp3"]).status == 0)
+        let expected = fixture.library
+        try fixture.library.remove("Disc/song 1.mp3")
+        var random = SeededRandom(seed: 5)
+        try fixture.library.add("Disc/song 0.mp3", random.bytes(1234))
+        let before = try fixture.env.run(["ls", "--offline", "--json"]).stdout
+        try fixture.server.reset()
+        let r = try fixture.env.run(["pull", "--dry-run"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(try fixture.server.stats()["get"] == 0)
+        #expect(try fixture.env.run(["ls", "--offline", "--json"]).stdout == before, "the index changed")
+        var original = expected
+        original.files = expected.files.filter { ["Disc/song 0.mp3", "Disc/song 1.mp3"].contains($0.key) }
+        try fixture.env.expectTracksEqual(original)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("would fetch") && $0.hasSuffix("lib/Disc/song 0.mp3  (changed)") }, "stdout: \(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("would fetch") && $0.hasSuffix("lib/Disc/song 2.mp3") })
+        #expect(lines.contains("would remove             lib/Disc/song 1.mp3"), "stdout: \(r.stdout)")
+        #expect(lines.last == "lib: 3 to fetch (\(planBytes(fixture.library, except: "Disc/song 1.mp3"))), 1 to remove, 0 up to date", "stdout: \(r.stdout)")
+    }
+
+    private func planBytes(_ library: Library, except: String) -> String {
+        let bytes = library.files.filter { $0.key != except && $0.key != "Disc/song 1.mp3" }.values.reduce(0) { $0 + $1.count }
+        return formatSize(Int64(bytes))
+    }
+
+    /// `--head-first=64KiB` on a slow server: every file's first 64 KiB is asked for before any file's rest,
+    /// and a file smaller than the head is fetched exactly once.
+    @Test func headFirstFetchesEveryHeadBeforeAnyRest() throws {
+        var files = (0 ..< 5).map { ("Heads/t\($0).mp3", 300_000) }
+        files.append(("Heads/tiny.mp3", 10_000))
+        let fixture = try Fixture(seed: 16, files: files, rate: 2 << 20, delayMS: 50)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--head-first=64KiB", "--jobs", "2", "--json"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let log = try fixture.server.log()
+        let heads = log.filter { $0.rangeStart == 0 }
+        let rests = log.filter { $0.rangeStart > 0 }
+        #expect(Set(heads.map(\.path)).count == files.count)
+        #expect(heads.allSatisfy { $0.range == "bytes=0-65535" || $0.path.hasSuffix("tiny.mp3") }, "\(heads.map(\.range))")
+        let lastHead = try #require(heads.map(\.t).max()), firstRest = try #require(rests.map(\.t).min())
+        #expect(lastHead < firstRest, "a rest was requested before every head")
+        #expect(log.filter { $0.path.hasSuffix("tiny.mp3") }.count == 1, "tiny.mp3 fetched more than once")
+        #expect(r.stdout.contains(#""fetched_files":6"#), "stdout: \(r.stdout)")
+    }
+
+    /// `--json` prints exactly README's shape.
+    @Test func jsonSummaryShape() throws {
+        let fixture = try Fixture(seed: 17, files: Array(Self.files.prefix(2)),
+                                  faults: #"[{"path": "song 1", "kind": "status", "status": 404, "count": -1}]"#)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--json"])
+        #expect(r.status == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "stdout: \(r.stdout)")
+        #expect(Set(object.keys) == ["remotes", "duration_s"])
+        #expect(object["duration_s"] is NSNumber)
+        let remotes = try #require(object["remotes"] as? [[String: Any]])
+        #expect(remotes.count == 1)
+        let remote = remotes[0]
+        #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "changed", "deleted", "fetched_files",
+                                     "fetched_bytes", "skipped", "failed"])
+        #expect(remote["remote"] as? String == "lib" && remote["provider"] as? String == "webdav")
+        #expect((remote["listed"] as? NSNumber)?.intValue == 2 && (remote["new"] as? NSNumber)?.intValue == 2)
+        #expect((remote["fetched_files"] as? NSNumber)?.intValue == 1)
+        #expect((remote["fetched_bytes"] as? NSNumber)?.intValue == 400_000)
+        let failed = try #require(remote["failed"] as? [[String: Any]])
+        #expect(failed.count == 1 && Set(failed[0].keys) == ["path", "error"])
+        #expect(r.stdout.hasSuffix("\n") && r.stdout.split(separator: "\n").count == 1)
+    }
+
+    /// What a cron mail holds: one line per file and a summary (no progress bars), timing normalised.
+    @Test func nonTTYOutputSnapshot() throws {
+        let fixture = try Fixture(seed: 18, files: Array(Self.files.prefix(3)))
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--jobs", "1"])
+        #expect(r.status == 0)
+        #expect(r.stdout.isEmpty)
+        let normalised = r.stderr.replacingOccurrences(of: #"in [0-9]+\.[0-9] s"#, with: "in T s", options: .regularExpression)
+        #expect(normalised == """
+            lib: 3 files to fetch (1.1 MiB), 0 up to date
+            fetched    391 KiB  lib/Disc/song 0.mp3
+            fetched    392 KiB  lib/Disc/song 1.mp3
+            fetched    393 KiB  lib/Disc/song 2.mp3
+            lib: 3 listed, 3 new, 0 changed, 0 deleted; fetched 3 files (1.1 MiB) in T s
+
+            """)
+        let again = try fixture.env.run(["pull"])
+        #expect(again.stderr.replacingOccurrences(of: #"in [0-9]+\.[0-9] s"#, with: "in T s", options: .regularExpression)
+            == "lib: 3 listed, 0 new, 0 changed, 0 deleted; fetched 0 files (0 B) in T s\n")
+    }
+
+    /// Ctrl-C during a pull: a prompt exit with a message; the next pull resumes and completes.
+    @Test func interruptExitsWithAMessageAndTheNextPullResumes() throws {
+        let fixture = try Fixture(seed: 19, files: Self.files, rate: 512 << 10)
+        defer { fixture.cleanup() }
+        let pull = try fixture.env.start(["pull", "--jobs", "2"])
+        #expect(try eventually { try fixture.server.stats()["bytes"] ?? 0 > 300_000 })
+        pull.signal(SIGINT)
+        let r = try pull.wait(timeout: 15)
+        #expect(r.status == 1, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("interrupted"), "stderr: \(r.stderr)")
+        let cached = try fixture.env.cachedBytes()
+        try fixture.server.settle()
+        let servedBefore = try fixture.server.stats()["bytes"] ?? 0
+        let again = try fixture.env.run(["pull"])
+        #expect(again.status == 0, "stderr: \(again.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let total = Int64(fixture.library.files.values.reduce(0) { $0 + $1.count })
+        let refetched = (try fixture.server.stats()["bytes"] ?? 0) - servedBefore
+        #expect(cached > 0, "nothing was kept after Ctrl-C")
+        #expect(refetched == total - cached, "the resumed pull fetched \(refetched) bytes, \(total - cached) were missing")
+    }
+}
+
+/// ByteSize.format's rendering, for expected plan lines: 1 decimal under 100, whole numbers above, binary units.
+func formatSize(_ bytes: Int64) -> String {
+    if bytes < 1024 { return "\(bytes) B" }
+    for (name, f) in [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)] where Double(bytes) >= f {
+        let v = Double(bytes) / f
+        return v >= 100 ? "\(Int(v.rounded())) \(name)" : "\((v * 10).rounded() / 10) \(name)"
+    }
+    return "\(bytes) B"
+}

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""A fault-injecting WebDAV file server (python3 stdlib only) for the engine's acceptance tests.
+
+Serves the files of a real directory under /dav/ on 127.0.0.1 like a plain WebDAV server (PROPFIND
+Depth 1 multistatus, GET with a single Range and If-Range, strong ETags = MD5 of the bytes), requires
+Basic auth demo / demo-pass, keeps connections alive (HTTP/1.1), and prints its port on the first stdout
+line. It stops when its stdin closes, so a crashed test leaves nothing behind.
+
+  files_fake.py --root DIR [--rate BYTES_PER_S] [--delay MS] [--faults JSON]
+  files_fake.py --proxy-to http://127.0.0.1:PORT   a counting pass-through in front of a real server
+
+Faults (a JSON list on the command line, or POST /_faults with the same JSON to replace them) are rules
+applied to GETs of files, first match wins. Each rule: {"path": substring of the decoded path or omitted
+for any file, "count": answers it applies to (default 1, -1 = forever), "kind": ...} where kind is
+  "status"        answer `status` (e.g. 429, 503, 401, 404) with `retry_after` as Retry-After when set
+  "cut"           send the head and `after` bytes of the body, then close the connection
+  "ignore_range"  answer 200 with the whole body whatever Range says
+  "wrong_range"   answer 206 whose Content-Range is shifted by `shift` bytes (body of the requested size)
+  "mutate"        serve this answer normally, then rewrite the file: every byte XOR 0x5A (size kept)
+  "ignore_if_range"  serve the requested range even when If-Range no longer matches
+Also: --rate limits every GET body to BYTES_PER_S (sent in 16 KiB pieces), --delay waits MS before
+answering every GET.
+
+Observation (no auth): GET /_log → JSON list of GETs {t, method, path, range, if_range, status,
+bytes, done, start, answered} where t is the server's time.time() when the request was received, answered
+when an injected status was sent, and bytes the body
+bytes actually handed to the kernel; GET /_stats → {"get": n, "propfind": n, "bytes": n, "active": n}
+(active = GETs still being answered). POST /_reset clears the log and counters.
+"""
+import argparse
+import base64
+import hashlib
+import http.client
+import json
+import os
+import re
+import sys
+import threading
+import time
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, unquote, urlsplit
+
+PREFIX = "/dav/"
+PIECE = 16 * 1024
+AUTH = "Basic " + base64.b64encode(b"demo:demo-pass").decode()
+
+
+class State:
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.faults = json.loads(args.faults) if args.faults else []
+        self.reset()
+
+    def reset(self):
+        self.log = []
+        self.get = 0
+        self.propfind = 0
+        self.bytes = 0
+        self.active = 0
+
+    def take_fault(self, path):
+        """The first rule matching `path`, with its count consumed; None when no rule applies."""
+        with self.lock:
+            for rule in self.faults:
+                if rule.get("path") and rule["path"] not in path:
+                    continue
+                count = rule.get("count", 1)
+                if count == 0:
+                    continue
+                if count > 0:
+                    rule["count"] = count - 1
+                return dict(rule)
+        return None
+
+
+def etag_of(data):
+    return '"' + hashlib.md5(data).hexdigest() + '"'
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "files_fake/1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    @property
+    def state(self):
+        return self.server.state
+
+    def send(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def control(self):
+        s = self.state
+        path = urlsplit(self.path).path
+        if path == "/_log":
+            with s.lock:
+                body = json.dumps(s.log).encode()
+            self.send(200, body, [("Content-Type", "application/json")])
+            return True
+        if path == "/_stats":
+            with s.lock:
+                body = json.dumps({"get": s.get, "propfind": s.propfind, "bytes": s.bytes, "active": s.active}).encode()
+            self.send(200, body, [("Content-Type", "application/json")])
+            return True
+        if path == "/_reset":
+            with s.lock:
+                s.reset()
+            self.send(200)
+            return True
+        if path == "/_faults":
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+            with s.lock:
+                s.faults = json.loads(body or b"[]")
+            self.send(200)
+            return True
+        return False
+
+    def do_POST(self):
+        if not self.control():
+            self.send(405)
+
+    # MARK: proxy mode
+
+    def proxy(self):
+        s = self.state
+        upstream = urlsplit(s.args.proxy_to)
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "keep-alive")}
+        conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=30)
+        conn.request(self.command, self.path, body=body if body else None, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        with s.lock:
+            if self.command == "GET":
+                s.get += 1
+                s.bytes += len(data)
+                s.log.append({"t": time.time(), "method": "GET", "path": unquote(urlsplit(self.path).path),
+                              "range": self.headers.get("Range"), "status": resp.status, "bytes": len(data)})
+            elif self.command == "PROPFIND":
+                s.propfind += 1
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length", "keep-alive"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    # MARK: files
+
+    def relative(self):
+        path = unquote(urlsplit(self.path).path)
+        if not (path + "/").startswith(PREFIX):
+            return None
+        rel = path[len(PREFIX):].strip("/")
+        if any(part in ("..", ".") for part in rel.split("/")):
+            return None
+        return rel
+
+    def local(self, rel):
+        return os.path.join(self.state.args.root, rel) if rel else self.state.args.root
+
+    def authorized(self):
+        if self.headers.get("Authorization", "") == AUTH:
+            return True
+        self.send(401, b"", [("WWW-Authenticate", 'Basic realm="files_fake"')])
+        return False
+
+    def do_GET(self):
+        if self.control():
+            return
+        if self.state.args.proxy_to:
+            return self.proxy()
+        s = self.state
+        entry = {"t": time.time(), "method": "GET", "path": unquote(urlsplit(self.path).path),
+                 "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+                 "status": 0, "bytes": 0, "done": False, "start": None}
+        with s.lock:
+            s.get += 1
+            s.active += 1
+            s.log.append(entry)
+        try:
+            self.get(entry)
+        finally:
+            with s.lock:
+                s.active -= 1
+                entry["done"] = True
+
+    def get(self, entry):
+        s = self.state
+        if not self.authorized():
+            entry["status"] = 401
+            return
+        rel = self.relative()
+        if rel is None or not os.path.isfile(self.local(rel)):
+            entry["status"] = 404
+            return self.send(404)
+        if s.args.delay:
+            time.sleep(s.args.delay / 1000)
+        fault = s.take_fault(rel) or {}
+        kind = fault.get("kind")
+        if kind == "status":
+            status = fault["status"]
+            entry["status"] = status
+            entry["answered"] = time.time()
+            headers = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
+            if status == 401:
+                headers.append(("WWW-Authenticate", 'Basic realm="files_fake"'))
+            return self.send(status, b"fault injected by files_fake", headers)
+        with open(self.local(rel), "rb") as f:
+            data = f.read()
+        if kind == "mutate":
+            with open(self.local(rel), "wb") as f:
+                f.write(bytes(b ^ 0x5A for b in data))
+        size = len(data)
+        etag = etag_of(data)
+        headers = [("ETag", etag), ("Accept-Ranges", "bytes"),
+                   ("Last-Modified", formatdate(os.stat(self.local(rel)).st_mtime, usegmt=True)),
+                   ("Content-Type", "application/octet-stream")]
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if_range = self.headers.get("If-Range")
+        range_applies = m is not None and kind != "ignore_range" and (
+            if_range is None or if_range == etag or kind == "ignore_if_range")
+        status, start, end = 200, 0, size - 1
+        if range_applies:
+            start = int(m.group(1))
+            end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+            if start >= size:
+                entry["status"] = 416
+                return self.send(416, b"", [("Content-Range", f"bytes */{size}")])
+            status = 206
+            shown = start + fault.get("shift", 0) if kind == "wrong_range" else start
+            headers.append(("Content-Range", f"bytes {shown}-{shown + end - start}/{size}"))
+        entry["status"] = status
+        entry["start"] = start
+        body = data[start:end + 1]
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        limit = len(body) if kind != "cut" else min(len(body), fault.get("after", 0))
+        sent = 0
+        began = time.monotonic()
+        try:
+            while sent < limit:
+                piece = body[sent:min(limit, sent + PIECE)]
+                if s.args.rate:
+                    # Pace the body: piece k leaves no earlier than k·PIECE/rate after the first.
+                    due = began + sent / s.args.rate
+                    pause = due - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
+                self.wfile.write(piece)
+                self.wfile.flush()
+                sent += len(piece)
+                with s.lock:
+                    entry["bytes"] += len(piece)
+                    s.bytes += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
+        if kind == "cut":
+            self.close_connection = True
+            self.wfile.flush()
+            self.connection.shutdown(2)
+
+    def do_PROPFIND(self):
+        if self.state.args.proxy_to:
+            return self.proxy()
+        s = self.state
+        self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        with s.lock:
+            s.propfind += 1
+        if not self.authorized():
+            return
+        rel = self.relative()
+        if rel is None or not os.path.isdir(self.local(rel)):
+            return self.send(404)
+        if self.headers.get("Depth") != "1":
+            return self.send(403, b"only Depth: 1 here")
+        parts = [self.entry(rel, True)]
+        for name in sorted(os.listdir(self.local(rel))):
+            child = (rel + "/" if rel else "") + name
+            parts.append(self.entry(child, os.path.isdir(self.local(child))))
+        body = ('<?xml version="1.0" encoding="utf-8"?>\n<d:multistatus xmlns:d="DAV:">'
+                + "".join(parts) + "</d:multistatus>").encode()
+        self.send(207, body, [("Content-Type", "application/xml; charset=utf-8")])
+
+    def entry(self, rel, is_dir):
+        path = PREFIX + rel + ("/" if is_dir and rel else "")
+        href = quote(path, safe="/").replace("&", "&amp;")
+        st = os.stat(self.local(rel))
+        date = formatdate(st.st_mtime, usegmt=True)
+        if is_dir:
+            prop = f"<d:resourcetype><d:collection/></d:resourcetype><d:getlastmodified>{date}</d:getlastmodified>"
+        else:
+            with open(self.local(rel), "rb") as f:
+                tag = etag_of(f.read()).replace('"', "&quot;")
+            prop = (f"<d:resourcetype/><d:getcontentlength>{st.st_size}</d:getcontentlength>"
+                    f"<d:getlastmodified>{date}</d:getlastmodified><d:getetag>{tag}</d:getetag>")
+        return (f"<d:response><d:href>{href}</d:href><d:propstat><d:prop>{prop}</d:prop>"
+                f"<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--root")
+    p.add_argument("--proxy-to")
+    p.add_argument("--rate", type=int, default=0)
+    p.add_argument("--delay", type=int, default=0)
+    p.add_argument("--faults")
+    args = p.parse_args()
+    if not args.root and not args.proxy_to:
+        p.error("--root DIR or --proxy-to URL is required")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.state = State(args)
+    print(server.server_address[1], flush=True)
+    threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
