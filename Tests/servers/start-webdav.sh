@@ -35,6 +35,20 @@ port=$(free_port)
 user=demo
 pass=demo-pass
 
+# Runs "$@" in the background in its own session, with stdin from /dev/null, output to the log, and no
+# other inherited descriptor: a caller (Foundation's Process) may watch a descriptor it gave us to learn
+# when this script exits, and a server holding a copy would make the script look alive forever.
+detach() {
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            if (( fd > 2 )); then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec setsid "$@"
+    ) >>"$state/server.log" 2>&1 </dev/null &
+    pid=$!
+}
+
 write_htpasswd() {
     # {SHA} lines are understood by both Apache and nginx.
     python3 - "$state/htpasswd" "$user" "$pass" <<'PY'
@@ -50,10 +64,8 @@ PY
 case "$server" in
 rclone)
     need rclone rclone
-    RCLONE_CONFIG=/dev/null setsid rclone serve webdav "$dir" \
-        --addr "127.0.0.1:$port" --baseurl /dav --user "$user" --pass "$pass" \
-        >"$state/server.log" 2>&1 </dev/null &
-    pid=$!
+    RCLONE_CONFIG=/dev/null detach rclone serve webdav "$dir" \
+        --addr "127.0.0.1:$port" --baseurl /dav --user "$user" --pass "$pass"
     ;;
 apache)
     need apache2 apache2
@@ -111,8 +123,7 @@ Alias /dav "$dir"
     AllowOverride None
 </Directory>
 CONF
-    setsid apache2 -f "$state/httpd.conf" -DFOREGROUND >>"$state/server.log" 2>&1 </dev/null &
-    pid=$!
+    detach apache2 -f "$state/httpd.conf" -DFOREGROUND
     ;;
 nginx)
     need nginx nginx
@@ -155,8 +166,7 @@ http {
     }
 }
 CONF
-    setsid nginx -e "$state/server.log" -c "$state/nginx.conf" -p "$state" >>"$state/server.log" 2>&1 </dev/null &
-    pid=$!
+    detach nginx -e "$state/server.log" -c "$state/nginx.conf" -p "$state"
     ;;
 *)
     echo "usage: $0 rclone|apache|nginx DIR (unknown server '$server')" >&2
