@@ -37,14 +37,18 @@ final class RealWebDAVServer: Sendable {
 
     var url: String { "http://127.0.0.1:\(port)/dav/" }
 
-    /// SIGTERM, wait up to 10 s for the process to go (a zombie counts as gone), SIGKILL, remove the state dir.
+    /// SIGTERM to the server's process group (the script starts it as a session leader, so Apache's and
+    /// nginx's workers are in it), wait up to 10 s for the leader to go (a zombie counts as gone), SIGKILL the
+    /// group, remove the state dir.
     func stop() {
-        kill(pid, SIGTERM)
+        kill(-pid, SIGTERM)
         var gone = false
         for _ in 0..<100 {
             if kill(pid, 0) != 0 || isZombie { gone = true; break }
             usleep(100_000)
         }
+        usleep(200_000)
+        kill(-pid, SIGKILL)
         if !gone { kill(pid, SIGKILL) }
         try? FileManager.default.removeItem(atPath: stateDir)
     }

@@ -5,7 +5,8 @@
 #   usage: start-webdav.sh rclone|apache|nginx DIR
 #   prints: PORT PID STATEDIR   (one line on stdout)
 #
-# The server runs in the background. Stop it with `kill PID` (SIGTERM), then remove STATEDIR
+# The server runs in the background as the leader of its own session and process group. Stop it with
+# `kill -TERM -- -PID` (the whole group: Apache/nginx workers too), then remove STATEDIR
 # (configuration, logs, password file). Exit status 2: usage; 3: the server binary or module is
 # missing; 4: it did not start within 15 s (its log is copied to stderr).
 set -euo pipefail
