@@ -122,10 +122,12 @@ final class ChildProcess: @unchecked Sendable {
         return (child, line)
     }
 
+    /// Closes the child's stdin, terminates it, and waits at most 5 s (Foundation's `waitUntilExit` waits
+    /// for every holder of a descriptor it gave the child, which can be forever).
     func stop() {
         try? stdinPipe.fileHandleForWriting.close()
         if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        for _ in 0..<50 where process.isRunning { usleep(100_000) }
     }
 }
 

@@ -5,7 +5,8 @@
 #   usage: start-webdav.sh rclone|apache|nginx DIR
 #   prints: PORT PID STATEDIR   (one line on stdout)
 #
-# The server runs in the background. Stop it with `kill PID` (SIGTERM), then remove STATEDIR
+# The server runs in the background as the leader of its own session and process group. Stop it with
+# `kill -TERM -- -PID` (the whole group: Apache/nginx workers too), then remove STATEDIR
 # (configuration, logs, password file). Exit status 2: usage; 3: the server binary or module is
 # missing; 4: it did not start within 15 s (its log is copied to stderr).
 set -euo pipefail
@@ -35,6 +36,20 @@ port=$(free_port)
 user=demo
 pass=demo-pass
 
+# Runs "$@" in the background in its own session, with stdin from /dev/null, output to the log, and no
+# other inherited descriptor: a caller (Foundation's Process) may watch a descriptor it gave us to learn
+# when this script exits, and a server holding a copy would make the script look alive forever.
+detach() {
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            if (( fd > 2 )); then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec setsid "$@"
+    ) >>"$state/server.log" 2>&1 </dev/null &
+    pid=$!
+}
+
 write_htpasswd() {
     # {SHA} lines are understood by both Apache and nginx.
     python3 - "$state/htpasswd" "$user" "$pass" <<'PY'
@@ -50,10 +65,8 @@ PY
 case "$server" in
 rclone)
     need rclone rclone
-    RCLONE_CONFIG=/dev/null setsid rclone serve webdav "$dir" \
-        --addr "127.0.0.1:$port" --baseurl /dav --user "$user" --pass "$pass" \
-        >"$state/server.log" 2>&1 </dev/null &
-    pid=$!
+    RCLONE_CONFIG=/dev/null detach rclone serve webdav "$dir" \
+        --addr "127.0.0.1:$port" --baseurl /dav --user "$user" --pass "$pass"
     ;;
 apache)
     need apache2 apache2
@@ -111,8 +124,7 @@ Alias /dav "$dir"
     AllowOverride None
 </Directory>
 CONF
-    setsid apache2 -f "$state/httpd.conf" -DFOREGROUND >>"$state/server.log" 2>&1 </dev/null &
-    pid=$!
+    detach apache2 -f "$state/httpd.conf" -DFOREGROUND
     ;;
 nginx)
     need nginx nginx
@@ -155,8 +167,7 @@ http {
     }
 }
 CONF
-    setsid nginx -e "$state/server.log" -c "$state/nginx.conf" -p "$state" >>"$state/server.log" 2>&1 </dev/null &
-    pid=$!
+    detach nginx -e "$state/server.log" -c "$state/nginx.conf" -p "$state"
     ;;
 *)
     echo "usage: $0 rclone|apache|nginx DIR (unknown server '$server')" >&2
