@@ -59,7 +59,7 @@ public final class WebDAVProvider: Provider {
 
     private enum FolderOutcome: Sendable {
         case listed(folder: [String], files: [RemoteFile], subfolders: [[String]])
-        case skipped
+        case skipped(folder: [String])
     }
 
     private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws {
@@ -78,15 +78,22 @@ public final class WebDAVProvider: Provider {
                 }
                 guard let outcome = try await group.next() else { break }
                 inFlight -= 1
-                guard case .listed(let folder, let files, let subfolders) = outcome else { continue }
-                if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
-                for sub in subfolders where !visited.contains(sub) {
-                    visited.insert(sub)
-                    if sub.count > Self.maxDepth {
-                        logger.warning("webdav \(remoteName): skipping '\(sub.joined(separator: "/"))': deeper than \(Self.maxDepth) folders (a symlink loop on the server?)")
-                        continue
+                switch outcome {
+                case .skipped(let folder):
+                    yield(ListingPage(kind: .full, skippedFolders: [folder.joined(separator: "/")]))
+                case .listed(let folder, let files, let subfolders):
+                    if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
+                    var tooDeep: [String] = []
+                    for sub in subfolders where !visited.contains(sub) {
+                        visited.insert(sub)
+                        if sub.count > Self.maxDepth {
+                            logger.warning("webdav \(remoteName): skipping '\(sub.joined(separator: "/"))': deeper than \(Self.maxDepth) folders (a symlink loop on the server?)")
+                            tooDeep.append(sub.joined(separator: "/"))
+                            continue
+                        }
+                        queue.append(sub)
                     }
-                    queue.append(sub)
+                    if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
                 }
             }
         }
@@ -136,7 +143,7 @@ public final class WebDAVProvider: Provider {
         try Task.checkCancellation()
         guard let url = base.url(for: folder, isFolder: true) else {
             logger.warning("webdav \(remoteName): cannot build a URL for folder '\(folder.joined(separator: "/"))'; skipped")
-            return .skipped
+            return .skipped(folder: folder)
         }
         var request = HTTPRequest(method: "PROPFIND", url: url, headers: [
             "Depth": "1",
@@ -163,7 +170,7 @@ public final class WebDAVProvider: Provider {
             switch error.code {
             case .notFound, .forbidden:
                 logger.warning("webdav \(remoteName): cannot read folder '\(folder.joined(separator: "/"))' (HTTP \(error.status.map(String.init) ?? "?")); skipped")
-                return .skipped
+                return .skipped(folder: folder)
             default:
                 throw error
             }
@@ -175,7 +182,7 @@ public final class WebDAVProvider: Provider {
             let message = "WebDAV server answered PROPFIND \(shown) of remote \(remoteName) with an unreadable body (\(error)); check that url points at a WebDAV collection"
             if isRoot { throw ProviderError(.invalidResponse, message, status: response.status) }
             logger.warning("webdav \(remoteName): \(message); folder skipped")
-            return .skipped
+            return .skipped(folder: folder)
         }
         let (files, subfolders) = interpret(entries, folder: folder, requestURL: url, base: base)
         return .listed(folder: folder, files: files, subfolders: subfolders)

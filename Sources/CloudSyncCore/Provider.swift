@@ -22,16 +22,21 @@ public struct ListingPage: Sendable {
     /// Files that are new or may have changed. Within one listing the last mention of a path wins.
     public var upserts: [RemoteFile]
     public var deletions: [RemoteDeletion]
+    /// Folders (relative to the root) whose contents could not be read in this listing (403, malformed answer,
+    /// too deep). In a `.full` listing the files already known under them are kept, not taken as deleted.
+    public var skippedFolders: [String]
     /// Set on the last page only: the opaque state to pass as `cursor` next time (Dropbox cursor, Drive page
     /// token, Graph deltaLink, plus whatever folder map the provider needs to rebuild paths). `nil` when the
     /// provider has no change feed.
     public var cursor: String?
 
-    public init(kind: ListingKind, upserts: [RemoteFile] = [], deletions: [RemoteDeletion] = [], cursor: String? = nil) {
+    public init(kind: ListingKind, upserts: [RemoteFile] = [], deletions: [RemoteDeletion] = [], cursor: String? = nil,
+                skippedFolders: [String] = []) {
         self.kind = kind
         self.upserts = upserts
         self.deletions = deletions
         self.cursor = cursor
+        self.skippedFolders = skippedFolders
     }
 }
 

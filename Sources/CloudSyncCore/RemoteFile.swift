@@ -67,8 +67,11 @@ public struct RemoteFile: Sendable, Codable, Hashable {
         self.downloadHint = downloadHint
     }
 
+    /// `revision` compares without a weak-validator prefix: Apache marks an ETag weak (`W/"x"`) for a second
+    /// after a write, then strong (`"x"`); both name the same version.
     public var fingerprint: Fingerprint {
-        Fingerprint(size: size, modified: Int64(modified.timeIntervalSince1970.rounded(.down)), revision: revision)
+        let plain = revision.hasPrefix("W/") ? String(revision.dropFirst(2)) : revision
+        return Fingerprint(size: size, modified: Int64(modified.timeIntervalSince1970.rounded(.down)), revision: plain)
     }
 
     /// The strongest hash the provider gave, preferring SHA-256, then provider-specific ones, then SHA-1 and MD5.

@@ -161,7 +161,7 @@ struct FileFetcher: Sendable {
             try job.restart(etag: nil)
             throw ProviderError(.invalidResponse, "\(job.file.path) is \(total) bytes on the server but was listed with \(job.file.size); it changed during the pull and will be fetched again next time")
         }
-        if let known = job.etag, let now = responseETag, known != now {
+        if let known = job.etag, let now = responseETag, sameVersion(known, now) == false {
             logger.info("\(job.file.path) changed on the server during download (ETag); restarting it from the beginning")
             try job.restart(etag: now)
             throw ProviderError(.transient, "\(job.file.path) changed during download; restarting")
@@ -206,6 +206,13 @@ struct FileFetcher: Sendable {
         }
         if rest > 0 { events(.progress(remote: job.remote, path: job.file.path, bytes: rest)) }
     }
+}
+
+/// Whether two ETags name the same version, ignoring a weak prefix (Apache reports `W/"x"` for a second
+/// after a write, then `"x"`).
+func sameVersion(_ a: String, _ b: String) -> Bool {
+    func plain(_ t: String) -> Substring { t.hasPrefix("W/") ? t.dropFirst(2) : Substring(t) }
+    return plain(a) == plain(b)
 }
 
 /// The ETag if it is strong (usable in `If-Range`), else nil.

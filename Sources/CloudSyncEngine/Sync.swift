@@ -85,16 +85,27 @@ public struct Sync: Sendable {
         var listing = Listing()
         var upserts: [String: RemoteFile] = [:]
         var deletions: [RemoteDeletion] = []
+        var skipped: [String] = []
         for try await page in provider.listAudio(cursor: try cache.cursor(remote: remote)) {
             listing.kind = page.kind
             for file in page.upserts { upserts[file.path] = file }
             deletions += page.deletions
+            skipped += page.skippedFolders
             if let c = page.cursor { listing.cursor = c }
         }
+        // A stream also ends when this task is cancelled: a cut-short listing must never count as complete.
+        try Task.checkCancellation()
         switch listing.kind {
         case .full:
             listing.files = upserts
-            listing.gone = Set(known.keys).subtracting(upserts.keys)
+            // Files under folders the provider could not read this time are kept as they were.
+            for (path, file) in known where upserts[path] == nil && skipped.contains(where: { Self.isUnder(path, $0) }) {
+                listing.files[path] = file
+            }
+            if !skipped.isEmpty {
+                events(.warning(remote: remote, message: "\(skipped.count) folder(s) could not be read; their cached tracks are kept: \(skipped.prefix(3).joined(separator: ", "))"))
+            }
+            listing.gone = Set(known.keys).subtracting(listing.files.keys)
         case .changes:
             listing.files = known
             for deletion in deletions {
@@ -117,6 +128,11 @@ public struct Sync: Sendable {
         }
         events(.listed(remote: remote, files: listing.files.count, kind: listing.kind))
         return listing
+    }
+
+    /// Whether `path` is `folder` or lies under it ("" is the root).
+    static func isUnder(_ path: String, _ folder: String) -> Bool {
+        folder.isEmpty || path == folder || path.hasPrefix(folder + "/")
     }
 
     private func matching(_ deletion: RemoteDeletion, in files: [String: RemoteFile]) -> [String] {
