@@ -36,8 +36,8 @@ final class YandexFake: Sendable {
         self.transport = transport
     }
 
-    var apiURL: URL { URL(string: "http://127.0.0.1:\(apiPort)")! }
-    var tokenURL: URL { URL(string: "http://127.0.0.1:\(apiPort)/token")! }
+    var apiURL: URL { fake.baseURL(port: 0) }
+    var tokenURL: URL { apiURL.appendingPathComponent("token") }
 
     struct Entry: Decodable {
         var server: String
