@@ -10,21 +10,16 @@ import Testing
 
 /// Tests/Fakes/dropbox_fake.py, started for one test and stopped by `stop()` (stdin closed, then terminated).
 final class DropboxFake: Sendable {
-    let transport: CurlTransport
     private let fake: PythonFake
+    let transport: CurlTransport
 
     var base: URL { fake.baseURL() }
 
     /// Starts the fake with `spec` (see the script's docstring). Fails clearly when python3 is missing or the
     /// port does not come within 15 s.
-    static func start(_ spec: [String: Any]) async throws -> DropboxFake {
-        let fake = try await PythonFake.start("dropbox_fake.py", spec: spec)
-        return DropboxFake(fake: fake, transport: try CurlTransport())
-    }
-
-    private init(fake: PythonFake, transport: CurlTransport) {
-        self.fake = fake
-        self.transport = transport
+    init(_ spec: [String: Any]) async throws {
+        fake = try await PythonFake.start("dropbox_fake.py", spec: spec)
+        transport = try CurlTransport()
     }
 
     func stop() { fake.stop() }
@@ -74,7 +69,7 @@ final class DropboxFake: Sendable {
 
 /// Runs `body` with a fresh fake, stopping it afterwards (also when `body` throws).
 func withDropboxFake<T>(_ spec: [String: Any], _ body: (DropboxFake) async throws -> T) async throws -> T {
-    let fake = try await DropboxFake.start(spec)
+    let fake = try await DropboxFake(spec)
     defer { fake.stop() }
     return try await body(fake)
 }

@@ -22,19 +22,14 @@ struct DriveLogEntry: Decodable {
 
 /// Tests/Fakes/gdrive_fake.py running as a child process; `stop()` closes its stdin and terminates it.
 final class DriveFake: Sendable {
-    let transport: CurlTransport
     private let fake: PythonFake
+    let transport: CurlTransport
 
     /// Starts the fake with `spec` (see the script's docstring). Fails clearly when python3 is missing or the
     /// port does not come within 20 s.
-    static func start(_ spec: [String: Any]) async throws -> DriveFake {
-        let fake = try await PythonFake.start("gdrive_fake.py", spec: spec, timeout: 20)
-        return DriveFake(fake: fake, transport: try CurlTransport())
-    }
-
-    private init(fake: PythonFake, transport: CurlTransport) {
-        self.fake = fake
-        self.transport = transport
+    init(_ spec: [String: Any]) async throws {
+        fake = try await PythonFake.start("gdrive_fake.py", spec: spec, timeout: 20)
+        transport = try CurlTransport()
     }
 
     var base: URL { fake.baseURL() }
@@ -81,7 +76,7 @@ struct DriveHarness {
 @discardableResult
 /// Runs `body` with a fake started from `spec`, stopping it afterwards (also when `body` throws).
 func withDriveFake<T>(_ spec: [String: Any], _ body: (DriveFake) async throws -> T) async throws -> T {
-    let fake = try await DriveFake.start(spec)
+    let fake = try await DriveFake(spec)
     defer { fake.stop() }
     return try await body(fake)
 }

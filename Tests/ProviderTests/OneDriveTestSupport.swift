@@ -7,10 +7,8 @@ import Testing
 
 /// The fake Graph server of Tests/Fakes/onedrive_fake.py, started per test on 127.0.0.1 and stopped by `stop()`.
 final class OneDriveFake: Sendable {
-    let apiPort: Int
-    let contentPort: Int
-    let transport: CurlTransport
     private let fake: PythonFake
+    let transport: CurlTransport
 
     struct LogEntry: Decodable {
         var srv: String
@@ -23,17 +21,13 @@ final class OneDriveFake: Sendable {
 
     /// Starts the fake with `spec` (see the script's docstring); fails clearly when python3 is missing or the
     /// ports do not come within 15 s.
-    static func start(_ spec: [String: Any]) async throws -> OneDriveFake {
-        let fake = try await PythonFake.start("onedrive_fake.py", spec: spec, portCount: 2)
-        return OneDriveFake(fake: fake, transport: try CurlTransport())
+    init(_ spec: [String: Any]) async throws {
+        fake = try await PythonFake.start("onedrive_fake.py", spec: spec, portCount: 2)
+        transport = try CurlTransport()
     }
 
-    private init(fake: PythonFake, transport: CurlTransport) {
-        self.fake = fake
-        apiPort = fake.ports[0]
-        contentPort = fake.ports[1]
-        self.transport = transport
-    }
+    var apiPort: Int { fake.ports[0] }
+    var contentPort: Int { fake.ports[1] }
 
     var apiURL: URL { fake.baseURL(port: 0) }
     var tokenURL: URL { apiURL.appendingPathComponent("common/oauth2/v2.0/token") }
@@ -71,7 +65,7 @@ final class OneDriveFake: Sendable {
 @discardableResult
 /// Runs `body` against a fresh fake, stopping it afterwards (also when `body` throws).
 func withOneDriveFake<T>(_ spec: [String: Any], _ body: (OneDriveFake) async throws -> T) async throws -> T {
-    let fake = try await OneDriveFake.start(spec)
+    let fake = try await OneDriveFake(spec)
     defer { fake.stop() }
     return try await body(fake)
 }

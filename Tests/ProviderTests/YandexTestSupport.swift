@@ -16,25 +16,19 @@ enum YandexTestPaths {
 
 /// Tests/Fakes/yandex_fake.py, one per test: API on 127.0.0.1:P1, download host named localhost:P2.
 final class YandexFake: Sendable {
-    let apiPort: Int
-    let downloadPort: Int
+    private let fake: PythonFake
     /// `CurlTransport` when it reads the fake's answers, else the URLSession stand-in (see YandexTestTransport.swift).
     let transport: any Transport
-    private let fake: PythonFake
 
     /// Starts the fake with `spec` (see the script's docstring). Fails with a clear message if python3 is
     /// missing or the fake prints no ports within 15 s.
-    static func start(_ spec: [String: Any]) async throws -> YandexFake {
-        let fake = try await PythonFake.start("yandex_fake.py", spec: spec, portCount: 2)
-        return YandexFake(fake: fake, transport: try CurlTransport())
+    init(_ spec: [String: Any]) async throws {
+        fake = try await PythonFake.start("yandex_fake.py", spec: spec, portCount: 2)
+        transport = try CurlTransport()
     }
 
-    private init(fake: PythonFake, transport: any Transport) {
-        self.fake = fake
-        apiPort = fake.ports[0]
-        downloadPort = fake.ports[1]
-        self.transport = transport
-    }
+    var apiPort: Int { fake.ports[0] }
+    var downloadPort: Int { fake.ports[1] }
 
     var apiURL: URL { fake.baseURL(port: 0) }
     var tokenURL: URL { apiURL.appendingPathComponent("token") }
@@ -69,15 +63,9 @@ final class YandexFake: Sendable {
 
     /// Runs `body` with a started fake and stops it afterwards, also when `body` throws.
     static func with<T>(_ spec: [String: Any], _ body: (YandexFake) async throws -> T) async throws -> T {
-        let fake = try await start(spec)
-        do {
-            let result = try await body(fake)
-            fake.stop()
-            return result
-        } catch {
-            fake.stop()
-            throw error
-        }
+        let fake = try await YandexFake(spec)
+        defer { fake.stop() }
+        return try await body(fake)
     }
 
     func provider(root: String = "", pageSize: Int = 1000, flatListing: Bool = true, tokens: (any TokenSource)? = nil,
