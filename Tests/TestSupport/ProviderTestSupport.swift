@@ -79,7 +79,7 @@ public final class PythonFake: @unchecked Sendable {
         URL(string: "http://\(host):\(ports[index])") ?? URL(fileURLWithPath: "/")
     }
 
-    /// Reads `handle` up to the first newline or end of file. A watchdog terminates `process` if no line has come
+    /// Reads `handle` up to the first newline or end of file. A watchdog kills `process` if no line has come
     /// within `timeout` seconds, which ends the read; that case throws.
     private static func firstLine(of handle: FileHandle, from process: Process, script: String,
                                   within timeout: TimeInterval) async throws -> String {
@@ -91,7 +91,8 @@ public final class PythonFake: @unchecked Sendable {
                 state = .timedOut
                 return true
             }
-            if expired, process.isRunning { process.terminate() }
+            // SIGKILL, not SIGTERM: a test process may block SIGTERM, and its children inherit that.
+            if expired, process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
         let line: String = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
@@ -115,14 +116,25 @@ public final class PythonFake: @unchecked Sendable {
         return line
     }
 
-    /// Closes the child's stdin (its stop signal), terminates it if it still runs, and waits for it to exit.
-    /// Safe to call more than once.
+    /// Closes the child's stdin (its stop signal) and gives it a second to exit; then SIGTERM, and SIGKILL after
+    /// another second (a test process may block SIGTERM, and its children inherit that). Returns once the child
+    /// has exited, at most about two seconds later. Safe to call more than once.
     public func stop() { Self.stop(process, closing: stdin) }
 
     private static func stop(_ process: Process, closing stdin: Pipe) {
         try? stdin.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
+        if !exits(process, within: 1) {
+            process.terminate()
+            if !exits(process, within: 1) { kill(process.processIdentifier, SIGKILL) }
+        }
         process.waitUntilExit()
+    }
+
+    /// Whether `process` has exited, polled every 10 ms for at most `seconds`.
+    private static func exits(_ process: Process, within seconds: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        return !process.isRunning
     }
 
     deinit { stop() }
