@@ -26,9 +26,8 @@ final class OneDriveFake: Sendable {
         transport = try CurlTransport()
     }
 
-    var apiPort: Int { fake.ports[0] }
+    /// The port of the content host (download URLs), which the API answers with.
     var contentPort: Int { fake.ports[1] }
-
     var apiURL: URL { fake.baseURL(port: 0) }
     var tokenURL: URL { apiURL.appendingPathComponent("common/oauth2/v2.0/token") }
 
@@ -50,7 +49,7 @@ final class OneDriveFake: Sendable {
     }
 
     func bytes(of id: String) async throws -> [UInt8] {
-        let response = try await transport.send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(apiPort)/_bytes?id=\(id)")!))
+        let response = try await transport.send(HTTPRequest(url: apiURL.appending(path: "_bytes").appending(queryItems: [URLQueryItem(name: "id", value: id)])))
         return Array(response.body)
     }
 

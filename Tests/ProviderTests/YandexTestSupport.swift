@@ -48,13 +48,13 @@ final class YandexFake: Sendable {
     }
 
     func log() async throws -> [Entry] {
-        let response = try await transport.send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(apiPort)/_log")!))
+        let response = try await transport.send(HTTPRequest(url: apiURL.appendingPathComponent("_log")))
         return try JSONDecoder().decode([Entry].self, from: response.body)
     }
 
     func control(_ command: [String: Any]) async throws {
         let body = try JSONSerialization.data(withJSONObject: command)
-        let response = try await transport.send(HTTPRequest(method: "POST", url: URL(string: "http://127.0.0.1:\(apiPort)/_control")!,
+        let response = try await transport.send(HTTPRequest(method: "POST", url: apiURL.appendingPathComponent("_control"),
                                                             headers: ["Content-Type": "application/json"], body: body))
         #expect(response.status == 200)
     }
