@@ -55,7 +55,7 @@ let package = Package(
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCommands"]),
 
         /// Shared test support: fake servers, temporary directories, process helpers.
-        .target(name: "TestSupport", dependencies: ["CloudSyncCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Tests/TestSupport"),
         .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "TestSupport"],
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),

@@ -2,69 +2,27 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 @testable import Dropbox
 
 // MARK: - Support (Dropbox-prefixed: other providers' test files share this module)
 
 /// Tests/Fakes/dropbox_fake.py, started for one test and stopped by `stop()` (stdin closed, then terminated).
-final class DropboxFake: @unchecked Sendable {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
-    let port: Int
+final class DropboxFake: Sendable {
+    private let fake: PythonFake
     let transport: CurlTransport
-    private let process: Process
-    private let stdinPipe: Pipe
 
-    var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var base: URL { fake.baseURL() }
 
     /// Starts the fake with `spec` (see the script's docstring). Fails clearly when python3 is missing or the
     /// port does not come within 15 s.
-    init(spec: [String: Any]) throws {
-        let script = Self.packageRoot.appendingPathComponent("Tests/Fakes/dropbox_fake.py").path
-        let specText = String(decoding: try JSONSerialization.data(withJSONObject: spec), as: UTF8.self)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, specText]
-        stdinPipe = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdinPipe
-        process.standardOutput = stdout
-        process.standardError = FileHandle.standardError
-        try process.run()
-        let line = Self.readLine(stdout.fileHandleForReading, timeout: 15)
-        guard let port = Int(line.trimmingCharacters(in: .whitespaces)) else {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            throw ProviderError(.configuration, "dropbox_fake.py did not print its port (is python3 installed?): '\(line)'")
-        }
-        self.port = port
+    init(_ spec: [String: Any]) async throws {
+        fake = try await PythonFake.start("dropbox_fake.py", spec: spec)
         transport = try CurlTransport()
     }
 
-    private static func readLine(_ handle: FileHandle, timeout: TimeInterval) -> String {
-        let result = Mutex<[UInt8]?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            var bytes: [UInt8] = []
-            while true {
-                let chunk = handle.readData(ofLength: 1)
-                if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
-                bytes.append(contentsOf: chunk)
-            }
-            result.withLock { $0 = bytes }
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + timeout)
-        return String(decoding: result.withLock { $0 } ?? [], as: UTF8.self)
-    }
-
-    func stop() {
-        try? stdinPipe.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-    }
+    func stop() { fake.stop() }
 
     func control(_ op: [String: Any]) async throws {
         let request = HTTPRequest(method: "POST", url: base.appendingPathComponent("_control"),
@@ -103,7 +61,7 @@ final class DropboxFake: @unchecked Sendable {
     func provider(root: String = "Music", tokens: (any TokenSource)? = nil, pacer: Pacer? = nil) -> DropboxProvider {
         let options = DropboxOptions(remoteName: "db", root: root, apiURL: base, contentURL: base,
                                      tokenURL: base.appendingPathComponent("oauth2/token"), pageLimit: 2000)
-        return DropboxProvider(options: options, transport: transport, pacer: pacer ?? DropboxSleeps().pacer(),
+        return DropboxProvider(options: options, transport: transport, pacer: pacer ?? SleepRecorder().pacer(),
                                tokens: tokens ?? StaticTokenSource(token: "access-1", remoteName: "db"),
                                audio: AudioFilter(), logger: .silent)
     }
@@ -111,43 +69,9 @@ final class DropboxFake: @unchecked Sendable {
 
 /// Runs `body` with a fresh fake, stopping it afterwards (also when `body` throws).
 func withDropboxFake<T>(_ spec: [String: Any], _ body: (DropboxFake) async throws -> T) async throws -> T {
-    let fake = try DropboxFake(spec: spec)
+    let fake = try await DropboxFake(spec)
     defer { fake.stop() }
     return try await body(fake)
-}
-
-/// A pacer with tiny backoff that records the delays it was asked for and waits them (Retry-After 1 s at most).
-final class DropboxSleeps: Sendable {
-    private let delays = Mutex<[TimeInterval]>([])
-    var recorded: [TimeInterval] { delays.withLock { $0 } }
-
-    func pacer(retries: Int = 4) -> Pacer {
-        Pacer(policy: .init(retries: retries, baseDelay: 0.01, maxDelay: 0.05)) { seconds in
-            self.delays.withLock { $0.append(seconds) }
-            try await Task.sleep(for: .seconds(min(seconds, 2)))
-        }
-    }
-}
-
-/// An in-memory `ByteSink`.
-final class DropboxMemorySink: ByteSink {
-    private let storage = Mutex<[UInt8]>([])
-
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        storage.withLock { buffer in
-            let end = Int(offset) + bytes.count
-            if buffer.count < end { buffer.append(contentsOf: repeatElement(0, count: end - buffer.count)) }
-            buffer.replaceSubrange(Int(offset)..<end, with: bytes)
-        }
-    }
-
-    var bytes: [UInt8] { storage.withLock { $0 } }
-}
-
-func dropboxPages(_ provider: DropboxProvider, cursor: String? = nil) async throws -> [ListingPage] {
-    var pages: [ListingPage] = []
-    for try await page in provider.listAudio(cursor: cursor) { pages.append(page) }
-    return pages
 }
 
 private let bigSize = 4 * 1024 * 1024 + 123_457
@@ -185,7 +109,7 @@ struct DropboxFakeServerTests {
     @Test("recursive listing over several pages: exact audio set, root entry skipped, cursor on the last page only")
     func fullListing() async throws {
         try await withDropboxFake(library) { fake in
-            let pages = try await dropboxPages(fake.provider(root: "music"))
+            let pages = try await listingPages(fake.provider(root: "music"))
             let files = pages.flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == libraryAudio)
             #expect(files.count == libraryAudio.count)
@@ -210,7 +134,7 @@ struct DropboxFakeServerTests {
     func changeFeed() async throws {
         try await withDropboxFake(library) { fake in
             let provider = fake.provider()
-            let first = try await dropboxPages(provider)
+            let first = try await listingPages(provider)
             let cursor = try #require(first.last?.cursor)
             let oldA = try #require(first.flatMap(\.upserts).first { $0.path == "Rock/a.mp3" })
             let listCallsBefore = try await fake.calls("files/list_folder")
@@ -223,7 +147,7 @@ struct DropboxFakeServerTests {
             try await fake.control(["op": "delete", "path": "/Music/Jazz/short-lived.mp3"])
             try await fake.control(["op": "add", "path": "/Other/elsewhere.mp3", "size": 5])
 
-            let pages = try await dropboxPages(provider, cursor: cursor)
+            let pages = try await listingPages(provider, cursor: cursor)
             #expect(pages.allSatisfy { $0.kind == .changes })
             let upserts = pages.flatMap(\.upserts)
             #expect(Set(upserts.map(\.path)) == ["Jazz/new.mp3", "Rock/a.mp3"])
@@ -239,7 +163,7 @@ struct DropboxFakeServerTests {
             #expect(try await fake.calls("files/list_folder") == listCallsBefore, "no full re-listing")
 
             // Nothing changed since: an empty change page with a cursor.
-            let again = try await dropboxPages(provider, cursor: try #require(pages.last?.cursor))
+            let again = try await listingPages(provider, cursor: try #require(pages.last?.cursor))
             #expect(again.count == 1 && again[0].kind == .changes && again[0].upserts.isEmpty && again[0].deletions.isEmpty)
             #expect(try await fake.calls("files/list_folder") == listCallsBefore)
         }
@@ -249,9 +173,9 @@ struct DropboxFakeServerTests {
     func resetCursor() async throws {
         try await withDropboxFake(library) { fake in
             let provider = fake.provider()
-            let cursor = try #require(try await dropboxPages(provider).last?.cursor)
+            let cursor = try #require(try await listingPages(provider).last?.cursor)
             try await fake.control(["op": "reset"])
-            let pages = try await dropboxPages(provider, cursor: cursor)
+            let pages = try await listingPages(provider, cursor: cursor)
             #expect(pages.allSatisfy { $0.kind == .full })
             #expect(Set(pages.flatMap(\.upserts).map(\.path)) == libraryAudio)
             let log = try await fake.log()
@@ -263,13 +187,13 @@ struct DropboxFakeServerTests {
     @Test("a cursor made for another root is not used: full listing of the new root")
     func rootChanged() async throws {
         try await withDropboxFake(library) { fake in
-            let cursor = try #require(try await dropboxPages(fake.provider(root: "Music")).last?.cursor)
-            let pages = try await dropboxPages(fake.provider(root: "/Music/Rock/"), cursor: cursor)
+            let cursor = try #require(try await listingPages(fake.provider(root: "Music")).last?.cursor)
+            let pages = try await listingPages(fake.provider(root: "/Music/Rock/"), cursor: cursor)
             #expect(pages.allSatisfy { $0.kind == .full })
             #expect(Set(pages.flatMap(\.upserts).map(\.path)) == ["a.mp3", "b.FLAC"])
             #expect(try await fake.calls("files/list_folder") == 2)
             #expect(try await fake.calls("files/list_folder/continue") > 0)
-            let whole = try await dropboxPages(fake.provider(root: ""))
+            let whole = try await listingPages(fake.provider(root: ""))
             #expect(Set(whole.flatMap(\.upserts).map(\.path)) == Set(libraryAudio.map { "Music/" + $0 }).union(["Other/outside.mp3"]))
         }
     }
@@ -278,7 +202,7 @@ struct DropboxFakeServerTests {
     func downloads() async throws {
         try await withDropboxFake(library) { fake in
             let provider = fake.provider()
-            let files = try await dropboxPages(provider).flatMap(\.upserts)
+            let files = try await listingPages(provider).flatMap(\.upserts)
             for path in ["Кино/Группа крови.mp3", "東京/曲.flac", "Emoji 🎵/song 🎸.opus", "empty.mp3", "Big.wav"] {
                 let file = try #require(files.first { $0.path == path })
                 for addressing in ["rev", "path"] {
@@ -296,7 +220,7 @@ struct DropboxFakeServerTests {
                     }
                     var http = HTTPRequest(method: request.method, url: request.url, keepsAuthAcrossHosts: request.sendsAuthOnRedirect)
                     for h in request.headers { http.headers.add(h.name, h.value) }
-                    let sink = DropboxMemorySink()
+                    let sink = MemoryByteSink()
                     let size = file.size
                     let ranges: [ClosedRange<Int64>?] = size == 0 ? [nil]
                         : size > 4 << 20 ? [0...(4 << 20) + 99, ((4 << 20) + 100)...(size - 1)] : [0...(size - 1)]
@@ -325,7 +249,7 @@ struct DropboxFakeServerTests {
             http.headers.add("Authorization", "Bearer access-1")
             http.headers.add("Dropbox-API-Arg", #"{"path":"/Music/Кино/Группа крови.mp3"}"#)
             http.headers.add("Content-Type", "")
-            let outcome = try await fake.transport.download(http, range: nil, ifRange: nil, into: DropboxMemorySink())
+            let outcome = try await fake.transport.download(http, range: nil, ifRange: nil, into: MemoryByteSink())
             #expect(outcome.head.status == 400)
             #expect(outcome.head.headers["Content-Type"]?.hasPrefix("text/plain") == true)
             let error = DropboxProvider.classify(status: outcome.head.status, headers: outcome.head.headers, body: outcome.errorBody,
@@ -346,7 +270,7 @@ struct DropboxFakeServerTests {
                                                .oauthClient(clientID: "app-key"),
                                            transport: fake.transport) { set in persisted.withLock { $0.append(set) } }
             let provider = fake.provider(tokens: refresher)
-            let files = try await dropboxPages(provider).flatMap(\.upserts)
+            let files = try await listingPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == libraryAudio)
             #expect(try await fake.calls("oauth2/token") == 1)
             let current = await refresher.current
@@ -361,7 +285,7 @@ struct DropboxFakeServerTests {
             func fetch(_ request: DownloadRequest) async throws -> DownloadOutcome {
                 var http = HTTPRequest(method: request.method, url: request.url)
                 for h in request.headers { http.headers.add(h.name, h.value) }
-                return try await fake.transport.download(http, range: 0...(file.size - 1), ifRange: nil, into: DropboxMemorySink())
+                return try await fake.transport.download(http, range: 0...(file.size - 1), ifRange: nil, into: MemoryByteSink())
             }
             let refused = try await fetch(stale)
             #expect(refused.head.status == 401)
@@ -379,8 +303,8 @@ struct DropboxFakeServerTests {
             try await fake.control(["op": "fail", "route": "files/list_folder/continue", "status": 429, "count": 1,
                                     "retry_after": 1, "where": `where`])
             try await fake.control(["op": "fail", "route": "files/list_folder", "status": 500, "count": 1])
-            let sleeps = DropboxSleeps()
-            let pages = try await dropboxPages(fake.provider(pacer: sleeps.pacer()))
+            let sleeps = SleepRecorder()
+            let pages = try await listingPages(fake.provider(pacer: sleeps.pacer()))
             #expect(Set(pages.flatMap(\.upserts).map(\.path)) == libraryAudio)
             #expect(sleeps.recorded.contains { $0 > 0.5 && $0 <= 1.0 }, "waited for retry_after 1: \(sleeps.recorded)")
             let log = try await fake.log()
@@ -392,16 +316,16 @@ struct DropboxFakeServerTests {
     func errors() async throws {
         try await withDropboxFake(library) { fake in
             await #expect {
-                _ = try await dropboxPages(fake.provider(tokens: StaticTokenSource(token: "bogus", remoteName: "db")))
+                _ = try await listingPages(fake.provider(tokens: StaticTokenSource(token: "bogus", remoteName: "db")))
             } throws: { error in
                 let e = error as? ProviderError
                 return e?.code == .unauthorized && e?.message.contains("cloudsync login db") == true && e?.message.contains("bogus") == false
             }
             await #expect {
-                _ = try await dropboxPages(fake.provider(root: "/Nope"))
+                _ = try await listingPages(fake.provider(root: "/Nope"))
             } throws: { ($0 as? ProviderError)?.code == .notFound }
             await #expect {
-                _ = try await dropboxPages(fake.provider(root: "/Music/Rock/a.mp3"))
+                _ = try await listingPages(fake.provider(root: "/Music/Rock/a.mp3"))
             } throws: { ($0 as? ProviderError)?.code == .configuration }
         }
     }

@@ -1,6 +1,7 @@
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
+import TestSupport
 import Testing
 @testable import GoogleDrive
 
@@ -257,7 +258,7 @@ struct GoogleDriveFakeTests {
                 #expect(!request.sendsAuthOnRedirect)
                 var http = HTTPRequest(method: request.method, url: request.url)
                 for header in request.headers { http.headers.add(header.name, header.value) }
-                let sink = DriveMemorySink()
+                let sink = MemoryByteSink()
                 let first = try await fake.transport.download(http, range: 0...39, ifRange: nil, into: sink)
                 let second = try await fake.transport.download(http, range: 40...Int64(size - 1), ifRange: nil, into: sink)
                 #expect(first.head.status == 206 && second.head.status == 206)
@@ -277,7 +278,7 @@ struct GoogleDriveFakeTests {
     private func attempt(_ fake: DriveFake, _ request: DownloadRequest, size: Int64) async throws -> DownloadOutcome {
         var http = HTTPRequest(method: request.method, url: request.url)
         for header in request.headers { http.headers.add(header.name, header.value) }
-        return try await fake.transport.download(http, range: 0...(size - 1), ifRange: nil, into: DriveMemorySink())
+        return try await fake.transport.download(http, range: 0...(size - 1), ifRange: nil, into: MemoryByteSink())
     }
 
     @Test("401 on a download: resolveDownload(rejected:) refreshes the token")

@@ -2,6 +2,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 @testable import OneDrive
 
@@ -42,7 +43,7 @@ struct OneDriveFakeServerTests {
     func fullListing() async throws {
         try await withOneDriveFake(library()) { fake in
             let provider = fake.provider(root: "/music")
-            let pages = try await oneDrivePages(provider, cursor: nil)
+            let pages = try await listingPages(provider, cursor: nil)
             #expect(paths(pages) == libraryAudio)
             #expect(pages.allSatisfy { $0.kind == .full && $0.deletions.isEmpty })
             #expect(pages.last?.cursor != nil)
@@ -66,14 +67,14 @@ struct OneDriveFakeServerTests {
     func changeFeed(style: String) async throws {
         try await withOneDriveFake(library(style: style, extra: ["duplicate": true])) { fake in
             let provider = fake.provider()
-            let first = try await oneDrivePages(provider, cursor: nil)
+            let first = try await listingPages(provider, cursor: nil)
             var cursor = try #require(first.last?.cursor)
 
             try await fake.control(["op": "add", "path": "Music/Artist A/03 New.mp3", "size": 4000, "mime": "audio/mpeg"])
             try await fake.control(["op": "modify", "path": "Music/Artist A/01 Song.mp3", "size": 6000])
             try await fake.control(["op": "delete", "path": "Music/Artist A/02 Song.flac"])
             try await fake.control(["op": "move", "path": "Music/Artist B/Album/track.m4a", "to": "Music/Moved/track.m4a"])
-            var pages = try await oneDrivePages(provider, cursor: cursor)
+            var pages = try await listingPages(provider, cursor: cursor)
             #expect(pages.allSatisfy { $0.kind == .changes })
             #expect(paths(pages) == ["Artist A/03 New.mp3", "Artist A/01 Song.mp3", "Moved/track.m4a"])
             #expect(pages.flatMap(\.upserts).first { $0.path == "Artist A/01 Song.mp3" }?.size == 6000)
@@ -84,7 +85,7 @@ struct OneDriveFakeServerTests {
             try await fake.control(["op": "move", "path": "Music/Artist A", "to": "Music/Artist Z"])
             try await fake.control(["op": "move", "path": "Podcasts/ep1.mp3", "to": "Music/ep1.mp3"])
             try await fake.control(["op": "move", "path": "Music/Mime/noext", "to": "Podcasts/noext"])
-            pages = try await oneDrivePages(provider, cursor: cursor)
+            pages = try await listingPages(provider, cursor: cursor)
             #expect(paths(pages) == ["Artist Z/01 Song.mp3", "Artist Z/03 New.mp3", "ep1.mp3"])
             #expect(deleted(pages) == ["Artist A/01 Song.mp3", "Artist A/03 New.mp3", "Mime/noext"])
             let renamedLog = try await fake.log().filter { $0.path.contains("/delta") }
@@ -93,12 +94,12 @@ struct OneDriveFakeServerTests {
 
             // Only the folder is reported deleted; its files go with it.
             try await fake.control(["op": "delete", "path": "Music/Artist Z"])
-            pages = try await oneDrivePages(provider, cursor: cursor)
+            pages = try await listingPages(provider, cursor: cursor)
             #expect(paths(pages).isEmpty)
             #expect(deleted(pages) == ["Artist Z/01 Song.mp3", "Artist Z/03 New.mp3"])
             cursor = try #require(pages.last?.cursor)
 
-            pages = try await oneDrivePages(provider, cursor: cursor)
+            pages = try await listingPages(provider, cursor: cursor)
             #expect(pages.count == 1)
             #expect(pages[0].kind == .changes && pages[0].upserts.isEmpty && pages[0].deletions.isEmpty && pages[0].cursor != nil)
         }
@@ -108,10 +109,10 @@ struct OneDriveFakeServerTests {
     func resync() async throws {
         try await withOneDriveFake(library()) { fake in
             let provider = fake.provider()
-            let cursor = try #require(try await oneDrivePages(provider, cursor: nil).last?.cursor)
+            let cursor = try #require(try await listingPages(provider, cursor: nil).last?.cursor)
             try await fake.control(["op": "expire_tokens"])
             try await fake.control(["op": "delete", "path": "Music/Voice/memo.bin"])
-            let pages = try await oneDrivePages(provider, cursor: cursor)
+            let pages = try await listingPages(provider, cursor: cursor)
             #expect(pages.allSatisfy { $0.kind == .full })
             #expect(paths(pages) == libraryAudio.subtracting(["Voice/memo.bin"]))
             #expect(pages.last?.cursor != nil)
@@ -122,14 +123,14 @@ struct OneDriveFakeServerTests {
     func foreignCursor() async throws {
         try await withOneDriveFake(library()) { fake in
             let whole = fake.provider(root: "")
-            let cursor = try #require(try await oneDrivePages(whole, cursor: nil).last?.cursor)
+            let cursor = try #require(try await listingPages(whole, cursor: nil).last?.cursor)
             let music = fake.provider(root: "Music")
-            let pages = try await oneDrivePages(music, cursor: cursor)
+            let pages = try await listingPages(music, cursor: cursor)
             #expect(pages.allSatisfy { $0.kind == .full })
             #expect(paths(pages) == libraryAudio)
-            let garbage = try await oneDrivePages(music, cursor: "not json")
+            let garbage = try await listingPages(music, cursor: "not json")
             #expect(paths(garbage) == libraryAudio && garbage.allSatisfy { $0.kind == .full })
-            let all = try await oneDrivePages(whole, cursor: nil)
+            let all = try await listingPages(whole, cursor: nil)
             #expect(paths(all) == Set(libraryAudio.map { "Music/" + $0 }).union(["Podcasts/ep1.mp3"]))
         }
     }
@@ -138,7 +139,7 @@ struct OneDriveFakeServerTests {
     func missingRoot() async throws {
         try await withOneDriveFake(library()) { fake in
             do {
-                _ = try await oneDrivePages(fake.provider(root: "/Nope"), cursor: nil)
+                _ = try await listingPages(fake.provider(root: "/Nope"), cursor: nil)
                 Issue.record("listing a missing root succeeded")
             } catch let error as ProviderError {
                 #expect(error.code == .notFound)
@@ -151,7 +152,7 @@ struct OneDriveFakeServerTests {
     func preauthenticatedDownload() async throws {
         try await withOneDriveFake(library()) { fake in
             let provider = fake.provider()
-            let files = try await oneDrivePages(provider, cursor: nil).flatMap(\.upserts)
+            let files = try await listingPages(provider, cursor: nil).flatMap(\.upserts)
             let song = try #require(files.first { $0.path == "Artist A/01 Song.mp3" })
             let request = try await provider.resolveDownload(for: song)
             #expect(request.headers.isEmpty)
@@ -178,7 +179,7 @@ struct OneDriveFakeServerTests {
     func contentFallback() async throws {
         try await withOneDriveFake(library(extra: ["download_url": false])) { fake in
             let provider = fake.provider()
-            let song = try #require(try await oneDrivePages(provider, cursor: nil).flatMap(\.upserts).first { $0.path == "Artist A/01 Song.mp3" })
+            let song = try #require(try await listingPages(provider, cursor: nil).flatMap(\.upserts).first { $0.path == "Artist A/01 Song.mp3" })
             let request = try await provider.resolveDownload(for: song)
             #expect(request.url.path.hasSuffix("/content"))
             #expect(request.headers.contains { $0.name == "Authorization" && $0.value == "Bearer at-0" })
@@ -197,7 +198,7 @@ struct OneDriveFakeServerTests {
     func linkExpiry(status: Int) async throws {
         try await withOneDriveFake(library(extra: ["link_uses": 2, "link_status": status])) { fake in
             let provider = fake.provider()
-            let song = try #require(try await oneDrivePages(provider, cursor: nil).flatMap(\.upserts).first { $0.path == "Artist A/01 Song.mp3" })
+            let song = try #require(try await listingPages(provider, cursor: nil).flatMap(\.upserts).first { $0.path == "Artist A/01 Song.mp3" })
             let (bytes, resolves) = try await oneDriveDownload(song, provider: provider, transport: fake.transport, chunk: 10_000)
             #expect(resolves == 4, "7 ranges with 2 uses per URL")
             #expect(bytes.count == 70_000)
@@ -215,7 +216,7 @@ struct OneDriveFakeServerTests {
                 persisted.withLock { $0.append(set) }
             }
             let provider = fake.provider(tokens: refresher)
-            let pages = try await oneDrivePages(provider, cursor: nil)
+            let pages = try await listingPages(provider, cursor: nil)
             #expect(paths(pages) == libraryAudio)
             let sets = persisted.withLock { $0 }
             // 6 delta calls, 2 per token: two refreshes, each with the refresh token the previous one handed out.
@@ -249,8 +250,8 @@ struct OneDriveFakeServerTests {
     @Test("429 with Retry-After is waited out through the pacer")
     func rateLimited() async throws {
         try await withOneDriveFake(library(extra: ["ratelimit": 1])) { fake in
-            let sleeps = OneDriveRecordingSleeps()
-            let pages = try await oneDrivePages(fake.provider(pacer: sleeps.pacer()), cursor: nil)
+            let sleeps = SleepRecorder()
+            let pages = try await listingPages(fake.provider(pacer: sleeps.pacer()), cursor: nil)
             #expect(paths(pages) == libraryAudio)
             #expect(sleeps.recorded.contains { $0 > 0.5 && $0 <= 1.0 }, "waited for Retry-After: 1 (\(sleeps.recorded))")
         }
@@ -260,7 +261,7 @@ struct OneDriveFakeServerTests {
     func deletedItem() async throws {
         try await withOneDriveFake(library()) { fake in
             let provider = fake.provider()
-            let song = try #require(try await oneDrivePages(provider, cursor: nil).flatMap(\.upserts).first { $0.path == "Mime/noext" })
+            let song = try #require(try await listingPages(provider, cursor: nil).flatMap(\.upserts).first { $0.path == "Mime/noext" })
             try await fake.control(["op": "delete", "path": "Music/Mime/noext"])
             do {
                 _ = try await provider.resolveDownload(for: song)

@@ -1,6 +1,7 @@
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
+import TestSupport
 import Testing
 @testable import YandexDisk
 
@@ -222,7 +223,7 @@ struct YandexProviderTests {
     @Test("429 with Retry-After is honoured by the pacer; 503 without it backs off; both continue")
     func throttling() async throws {
         try await YandexFake.with(["files": yandexLibrary]) { fake in
-            let sleeps = YandexRecordingSleeps()
+            let sleeps = SleepRecorder()
             let provider = fake.provider(pageSize: 2, pacer: sleeps.pacer())
             try await fake.control(["throttle": ["count": 2, "status": 429, "retry_after": "1"]])
             let files = try await yandexListing(provider)
@@ -241,7 +242,7 @@ struct YandexProviderTests {
     @Test("rate limiting that outlasts the retries surfaces as .rateLimited with retryAfter")
     func throttlingExhausted() async throws {
         try await YandexFake.with(["files": yandexLibrary]) { fake in
-            let sleeps = YandexRecordingSleeps()
+            let sleeps = SleepRecorder()
             let provider = fake.provider(pacer: sleeps.pacer(retries: 1))
             try await fake.control(["throttle": ["count": 5, "status": 429, "retry_after": "0"]])
             let error = await #expect(throws: ProviderError.self) { _ = try await yandexListing(provider) }

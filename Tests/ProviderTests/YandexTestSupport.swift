@@ -1,121 +1,37 @@
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
-import Synchronization
+import TestSupport
 import Testing
 @testable import YandexDisk
 
 /// Helpers for the Yandex tests only (names prefixed so they never clash with other providers' helpers).
 enum YandexTestPaths {
-    static let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-    static let fakeServer = packageRoot.appendingPathComponent("Tests/Fakes/yandex_fake.py")
-    static let fixtures = packageRoot.appendingPathComponent("Tests/ProviderTests/Fixtures/yandex")
+    static let fixtures = RepositoryPaths.root.appendingPathComponent("Tests/ProviderTests/Fixtures/yandex")
 
     static func fixture(_ name: String) throws -> Data {
         try Data(contentsOf: fixtures.appendingPathComponent(name))
     }
 }
 
-/// A `ByteSink` into memory.
-final class YandexMemorySink: ByteSink {
-    private let storage = Mutex<[UInt8]>([])
-
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        storage.withLock { buffer in
-            let end = Int(offset) + bytes.count
-            if buffer.count < end { buffer.append(contentsOf: repeatElement(0, count: end - buffer.count)) }
-            buffer.replaceSubrange(Int(offset)..<end, with: bytes)
-        }
-    }
-
-    var bytes: [UInt8] { storage.withLock { $0 } }
-}
-
-/// A pacer that records the delays it is asked to wait (and waits them, capped at 2 s).
-final class YandexRecordingSleeps: Sendable {
-    private let delays = Mutex<[TimeInterval]>([])
-    var recorded: [TimeInterval] { delays.withLock { $0 } }
-
-    func pacer(retries: Int = 4) -> Pacer {
-        Pacer(policy: .init(retries: retries, baseDelay: 0.01, maxDelay: 0.05)) { seconds in
-            self.delays.withLock { $0.append(seconds) }
-            try await Task.sleep(for: .seconds(min(seconds, 2)))
-        }
-    }
-}
-
-/// Collects log lines.
-final class YandexLogCollector: Sendable {
-    private let lines = Mutex<[(LogLevel, String)]>([])
-    var logger: Logger { Logger(level: .debug) { level, message in self.lines.withLock { $0.append((level, message)) } } }
-    var all: [String] { lines.withLock { $0.map(\.1) } }
-}
-
 /// Tests/Fakes/yandex_fake.py, one per test: API on 127.0.0.1:P1, download host named localhost:P2.
-final class YandexFake: @unchecked Sendable {
-    let apiPort: Int
-    let downloadPort: Int
+final class YandexFake: Sendable {
+    private let fake: PythonFake
     /// `CurlTransport` when it reads the fake's answers, else the URLSession stand-in (see YandexTestTransport.swift).
     let transport: any Transport
-    private let process: Process
-    private let stdinPipe: Pipe
 
     /// Starts the fake with `spec` (see the script's docstring). Fails with a clear message if python3 is
     /// missing or the fake prints no ports within 15 s.
-    static func start(_ spec: [String: Any]) async throws -> YandexFake {
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: spec), as: UTF8.self)
-        let process = Process()
-        let stdinPipe = Pipe()
-        let stdoutPipe = Pipe()
-        let stderrPipe = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", YandexTestPaths.fakeServer.path, json]
-        process.standardInput = stdinPipe
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
-        try process.run()
-        let printed = YandexFlag()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 15) { [process] in
-            // A fake that never printed its ports is stopped, so the read below ends instead of hanging.
-            if !printed.isSet, process.isRunning { process.terminate() }
-        }
-        let handle = stdoutPipe.fileHandleForReading
-        let line: String = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                var bytes: [UInt8] = []
-                while true {
-                    let chunk = handle.readData(ofLength: 1)
-                    if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
-                    bytes.append(contentsOf: chunk)
-                }
-                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-            }
-        }
-        printed.set()
-        let ports = line.split(separator: " ").compactMap { Int($0) }
-        guard ports.count == 2 else {
-            try? stdinPipe.fileHandleForWriting.close()
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            let err = String(decoding: stderrPipe.fileHandleForReading.availableData, as: UTF8.self)
-            throw ProviderError(.configuration, "python3 Tests/Fakes/yandex_fake.py did not print its ports (is python3 installed?): '\(line)' \(err)")
-        }
-        let transport = try CurlTransport()
-        return YandexFake(apiPort: ports[0], downloadPort: ports[1], transport: transport,
-                          process: process, stdinPipe: stdinPipe)
+    init(_ spec: [String: Any]) async throws {
+        fake = try await PythonFake.start("yandex_fake.py", spec: spec, portCount: 2)
+        transport = try CurlTransport()
     }
 
-    private init(apiPort: Int, downloadPort: Int, transport: any Transport, process: Process, stdinPipe: Pipe) {
-        self.apiPort = apiPort
-        self.downloadPort = downloadPort
-        self.transport = transport
-        self.process = process
-        self.stdinPipe = stdinPipe
-    }
+    var apiPort: Int { fake.ports[0] }
+    var downloadPort: Int { fake.ports[1] }
 
-    var apiURL: URL { URL(string: "http://127.0.0.1:\(apiPort)")! }
-    var tokenURL: URL { URL(string: "http://127.0.0.1:\(apiPort)/token")! }
+    var apiURL: URL { fake.baseURL(port: 0) }
+    var tokenURL: URL { apiURL.appendingPathComponent("token") }
 
     struct Entry: Decodable {
         var server: String
@@ -132,40 +48,30 @@ final class YandexFake: @unchecked Sendable {
     }
 
     func log() async throws -> [Entry] {
-        let response = try await transport.send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(apiPort)/_log")!))
+        let response = try await transport.send(HTTPRequest(url: apiURL.appendingPathComponent("_log")))
         return try JSONDecoder().decode([Entry].self, from: response.body)
     }
 
     func control(_ command: [String: Any]) async throws {
         let body = try JSONSerialization.data(withJSONObject: command)
-        let response = try await transport.send(HTTPRequest(method: "POST", url: URL(string: "http://127.0.0.1:\(apiPort)/_control")!,
+        let response = try await transport.send(HTTPRequest(method: "POST", url: apiURL.appendingPathComponent("_control"),
                                                             headers: ["Content-Type": "application/json"], body: body))
         #expect(response.status == 200)
     }
 
-    func stop() {
-        try? stdinPipe.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-    }
+    func stop() { fake.stop() }
 
     /// Runs `body` with a started fake and stops it afterwards, also when `body` throws.
     static func with<T>(_ spec: [String: Any], _ body: (YandexFake) async throws -> T) async throws -> T {
-        let fake = try await start(spec)
-        do {
-            let result = try await body(fake)
-            fake.stop()
-            return result
-        } catch {
-            fake.stop()
-            throw error
-        }
+        let fake = try await YandexFake(spec)
+        defer { fake.stop() }
+        return try await body(fake)
     }
 
     func provider(root: String = "", pageSize: Int = 1000, flatListing: Bool = true, tokens: (any TokenSource)? = nil,
-                  pacer: Pacer? = nil, logs: YandexLogCollector = YandexLogCollector()) -> YandexDiskProvider {
+                  pacer: Pacer? = nil, logs: LogRecorder = LogRecorder()) -> YandexDiskProvider {
         let options = YandexOptions(remoteName: "yd", root: root, apiURL: apiURL, pageSize: pageSize, flatListing: flatListing)
-        return YandexDiskProvider(options: options, transport: transport, pacer: pacer ?? YandexRecordingSleeps().pacer(),
+        return YandexDiskProvider(options: options, transport: transport, pacer: pacer ?? SleepRecorder().pacer(),
                                   tokens: tokens ?? StaticTokenSource(token: "test-access-token", remoteName: "yd"),
                                   audio: AudioFilter(), logger: logs.logger)
     }
@@ -197,7 +103,7 @@ func yandexListing(_ provider: YandexDiskProvider) async throws -> [String: Remo
 /// refusal (401/403/404/410) answered by `resolveDownload(for:rejected:status:)` and a retry from the same offset.
 func yandexDownload(_ provider: YandexDiskProvider, _ file: RemoteFile, transport: any Transport,
                     chunk: Int64, between: (@Sendable (Int) async throws -> Void)? = nil) async throws -> [UInt8] {
-    let sink = YandexMemorySink()
+    let sink = MemoryByteSink()
     var request = try await provider.resolveDownload(for: file)
     var offset: Int64 = 0
     var refusedOnce = false
@@ -232,11 +138,4 @@ func yandexHash(_ bytes: [UInt8], _ kind: HashKind) -> String {
     var hasher = makeHasher(for: kind)
     bytes.withUnsafeBytes { hasher.update($0) }
     return hasher.finalize()
-}
-
-/// A flag shared between threads.
-final class YandexFlag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
 }

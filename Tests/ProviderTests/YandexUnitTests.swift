@@ -2,6 +2,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 @testable import YandexDisk
 
@@ -30,9 +31,9 @@ final class YandexCannedTransport: Transport {
     }
 }
 
-private func cannedProvider(_ transport: YandexCannedTransport, root: String = "", logs: YandexLogCollector = YandexLogCollector()) -> YandexDiskProvider {
+private func cannedProvider(_ transport: YandexCannedTransport, root: String = "", logs: LogRecorder = LogRecorder()) -> YandexDiskProvider {
     let options = YandexOptions(remoteName: "yd", root: root, apiURL: URL(string: "https://api.test")!, pageSize: 20)
-    return YandexDiskProvider(options: options, transport: transport, pacer: YandexRecordingSleeps().pacer(retries: 0),
+    return YandexDiskProvider(options: options, transport: transport, pacer: SleepRecorder().pacer(retries: 0),
                               tokens: StaticTokenSource(token: "secret-token", remoteName: "yd"), audio: AudioFilter(),
                               logger: logs.logger)
 }
@@ -138,7 +139,7 @@ struct YandexUnitTests {
     @Test("a documented folder answer: audio by media_type or extension, hashes lowercased, revision as text")
     func folderFixture() async throws {
         let transport = YandexCannedTransport(["/v1/disk/resources?disk:/Music": (200, try YandexTestPaths.fixture("folder.json"))])
-        let logs = YandexLogCollector()
+        let logs = LogRecorder()
         let provider = cannedProvider(transport, root: "Music", logs: logs)
         let files = try await yandexListing(provider)
         #expect(Set(files.keys) == ["Hoppípolla.flac", "track.DSF"])
