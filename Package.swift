@@ -65,12 +65,13 @@ let package = Package(
         .testTarget(name: "CloudSyncCacheTests", dependencies: ["CloudSyncCache", "TestSupport", "cache-crash-child"]),
         .testTarget(name: "ProviderTests", dependencies: [
             "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV", "CloudSyncHTTP", "TestSupport",
-        ]),
+        ], exclude: ["Fixtures"]),
         .testTarget(name: "CloudSyncEngineTests", dependencies: [
             "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
         ]),
         .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "TestSupport"]),
-        .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"]),
+        .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"],
+                    exclude: ["Snapshots"]),
         .testTarget(name: "CloudSyncServerTests", dependencies: [
             "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport",
         ]),

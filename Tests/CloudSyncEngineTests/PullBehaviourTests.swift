@@ -56,6 +56,21 @@ import Testing
         #expect(try fixture.env.index()["Disc/song 1.mp3"] == nil)
     }
 
+    /// A folder the server refuses to list this time is not a deletion: its cached tracks stay.
+    @Test func unreadableFolderKeepsItsTracks() throws {
+        var fixture = try Fixture(seed: 16, files: Self.files + [("Other/keep me.mp3", 5000)])
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        try fixture.server.setFaults(#"[{"kind": "propfind_status", "path": "Disc", "status": 403, "count": -1}]"#)
+        try fixture.library.remove("Other/keep me.mp3")
+        let r = try fixture.env.run(["pull"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("could not be read") && r.stderr.contains("Disc"), "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("removed  lib/Other/keep me.mp3"), "a real deletion elsewhere still applies: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        #expect(try fixture.env.index()["Disc/song 0.mp3"] != nil)
+    }
+
     @Test func pinnedTrackDeletedRemotelyIsKeptAndReported() throws {
         var fixture = try Fixture(seed: 14, files: Self.files)
         defer { fixture.cleanup() }

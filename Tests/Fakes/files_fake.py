@@ -18,6 +18,7 @@ for any file, "count": answers it applies to (default 1, -1 = forever), "kind": 
   "wrong_range"   answer 206 whose Content-Range is shifted by `shift` bytes (body of the requested size)
   "mutate"        serve this answer normally, then rewrite the file: every byte XOR 0x5A (size kept)
   "ignore_if_range"  serve the requested range even when If-Range no longer matches
+  "propfind_status"  (PROPFIND of a folder whose path matches) answer `status` instead of the listing
 Also: --rate limits every GET body to BYTES_PER_S (sent in 16 KiB pieces), --delay waits MS before
 answering every GET.
 
@@ -60,10 +61,13 @@ class State:
         self.bytes = 0
         self.active = 0
 
-    def take_fault(self, path):
-        """The first rule matching `path`, with its count consumed; None when no rule applies."""
+    def take_fault(self, path, propfind=False):
+        """The first rule matching `path`, with its count consumed; None when no rule applies. Rules of kind
+        "propfind_status" apply to PROPFINDs only, every other kind to GETs only."""
         with self.lock:
             for rule in self.faults:
+                if (rule.get("kind") == "propfind_status") != propfind:
+                    continue
                 if rule.get("path") and rule["path"] not in path:
                     continue
                 count = rule.get("count", 1)
@@ -289,6 +293,9 @@ class Handler(BaseHTTPRequestHandler):
         rel = self.relative()
         if rel is None or not os.path.isdir(self.local(rel)):
             return self.send(404)
+        rule = s.take_fault(rel, propfind=True)
+        if rule:
+            return self.send(rule.get("status", 403), b"refused by a fault rule")
         if self.headers.get("Depth") != "1":
             return self.send(403, b"only Depth: 1 here")
         parts = [self.entry(rel, True)]

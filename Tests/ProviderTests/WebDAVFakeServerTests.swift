@@ -23,7 +23,7 @@ struct WebDAVFakeServerTests {
     @Test("5,000 files in 50 folders: exactly 51 PROPFINDs, all Depth 1, no per-file requests, at most 4 in flight")
     func requestCount() async throws {
         try await withFake(["--folders", "50", "--files", "100", "--delay", "20"]) { server in
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport())
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport())
             let pages = try await collectPages(provider)
             let files = pages.flatMap(\.upserts)
             #expect(files.count == 5000)
@@ -45,7 +45,7 @@ struct WebDAVFakeServerTests {
     func rateLimited() async throws {
         try await withFake(["--ratelimit-first"]) { server in
             let sleeps = RecordingSleeps()
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(), pacer: sleeps.pacer())
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), pacer: sleeps.pacer())
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio)
             #expect(sleeps.recorded.contains { $0 > 0.5 && $0 <= 1.0 }, "the pacer waited for Retry-After: 1 (\(sleeps.recorded))")
@@ -57,7 +57,7 @@ struct WebDAVFakeServerTests {
     func cutConnections() async throws {
         try await withFake(["--cut-first"]) { server in
             // URLSession only notices a connection closed without an answer when its timeout runs out.
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(timeout: 2))
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport())
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio)
             let stats = try await server.stats()
@@ -68,7 +68,7 @@ struct WebDAVFakeServerTests {
     @Test("Nextcloud-style prefix, sabre encoding and oc:checksums")
     func nextcloud() async throws {
         try await withFake(["--style", "nextcloud", "--prefix", "/remote.php/dav/files/u/"]) { server in
-            let provider = try makeProvider(url: server.url("/remote.php/dav/files/u/"), root: "Sub", transport: URLSessionTestTransport())
+            let provider = try makeProvider(url: server.url("/remote.php/dav/files/u/"), root: "Sub", transport: try CurlTransport())
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == ["c+d&e [1].flac", "it's.ogg", "Кино.mp3", "Deeper/東京 🎵.opus"])
             for file in files {
@@ -81,7 +81,7 @@ struct WebDAVFakeServerTests {
             let flac = try #require(files.first { $0.path.hasSuffix(".flac") })
             let request = try await provider.resolveDownload(for: flac)
             let sink = MemorySink()
-            let outcome = try await URLSessionTestTransport().download(
+            let outcome = try await try CurlTransport().download(
                 HTTPRequest(method: request.method, url: request.url, headers: HTTPHeaders(request.headers)),
                 range: 0...(flac.size - 1), ifRange: request.etag, into: sink)
             #expect(outcome.head.status == 206)
@@ -92,7 +92,7 @@ struct WebDAVFakeServerTests {
     @Test("IIS-style full-URL hrefs and iscollection folders")
     func fullURL() async throws {
         try await withFake(["--style", "fullurl"]) { server in
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport())
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport())
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio)
         }
@@ -102,7 +102,7 @@ struct WebDAVFakeServerTests {
     func forbiddenSubfolder() async throws {
         try await withFake(["--forbidden", "Locked"]) { server in
             let logs = LogCollector()
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(), logs: logs)
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), logs: logs)
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio.subtracting(["Locked/secret.mp3"]))
             #expect(logs.warnings.contains { $0.contains("Locked") && $0.contains("403") }, "\(logs.warnings)")
@@ -113,13 +113,13 @@ struct WebDAVFakeServerTests {
     func malformed() async throws {
         try await withFake(["--malformed", "Broken"]) { server in
             let logs = LogCollector()
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(), logs: logs)
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), logs: logs)
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio.subtracting(["Broken/lost.mp3"]))
             #expect(logs.warnings.contains { $0.contains("/dav/Broken/") }, "\(logs.warnings)")
         }
         try await withFake(["--malformed", ""]) { server in
-            let provider = try makeProvider(url: server.url("/dav/?session=secret"), transport: URLSessionTestTransport())
+            let provider = try makeProvider(url: server.url("/dav/?session=secret"), transport: try CurlTransport())
             let error = await #expect(throws: ProviderError.self) { try await collectPages(provider) }
             #expect(error?.code == .invalidResponse)
             #expect(error?.message.contains(server.url("/dav/")) == true, "\(error?.message ?? "")")
@@ -130,7 +130,7 @@ struct WebDAVFakeServerTests {
     @Test("wrong credentials on the root are .unauthorized with a message that says what to check")
     func unauthorized() async throws {
         try await withFake([]) { server in
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(), password: "wrong")
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), password: "wrong")
             let error = await #expect(throws: ProviderError.self) { try await collectPages(provider) }
             #expect(error?.code == .unauthorized)
             #expect(error?.message == "WebDAV server at 127.0.0.1 refused the credentials for remote test: check user/password (or password_command)")
@@ -141,7 +141,7 @@ struct WebDAVFakeServerTests {
     @Test("a root that does not exist is .notFound naming url and root")
     func rootNotFound() async throws {
         try await withFake([]) { server in
-            let provider = try makeProvider(url: server.url("/dav/"), root: "No Such", transport: URLSessionTestTransport())
+            let provider = try makeProvider(url: server.url("/dav/"), root: "No Such", transport: try CurlTransport())
             let error = await #expect(throws: ProviderError.self) { try await collectPages(provider) }
             #expect(error?.code == .notFound)
             #expect(error?.message.contains("/dav/No%20Such/") == true, "\(error?.message ?? "")")
@@ -153,7 +153,7 @@ struct WebDAVFakeServerTests {
     func escapingHrefs() async throws {
         try await withFake(["--escape"]) { server in
             let logs = LogCollector()
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(), logs: logs)
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), logs: logs)
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio)
             #expect(logs.warnings.count == 4, "\(logs.warnings)")
@@ -163,7 +163,7 @@ struct WebDAVFakeServerTests {
     @Test("bearer tokens are sent as Authorization: Bearer")
     func bearer() async throws {
         try await withFake(["--bearer", "tok-123"]) { server in
-            let provider = try makeProvider(url: server.url("/dav/"), transport: URLSessionTestTransport(), auth: .bearer("tok-123"))
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), auth: .bearer("tok-123"))
             let files = try await collectPages(provider).flatMap(\.upserts)
             #expect(Set(files.map(\.path)) == smallTreeAudio)
         }

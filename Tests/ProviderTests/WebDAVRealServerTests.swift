@@ -134,7 +134,7 @@ struct WebDAVRealServerTests {
         defer { library.remove() }
         let server = try await RealWebDAVServer.start(kind, serving: library.dir)
         defer { server.stop() }
-        let transport = URLSessionTestTransport()
+        let transport = try CurlTransport()
         let logs = LogCollector()
         let provider = try makeProvider(url: server.url, transport: transport, logs: logs)
 
@@ -187,7 +187,7 @@ struct WebDAVRealServerTests {
         let server = try await RealWebDAVServer.start(kind, serving: library.dir)
         defer { server.stop() }
         let root = "Artist [x] #1 & Co"
-        let provider = try makeProvider(url: server.url, root: root, transport: URLSessionTestTransport())
+        let provider = try makeProvider(url: server.url, root: root, transport: try CurlTransport())
         let files = try await collectPages(provider).flatMap(\.upserts)
         let expected = Set(library.audio.keys.filter { $0.hasPrefix(root + "/") }.map { String($0.dropFirst(root.count + 1)) })
         #expect(!expected.isEmpty)
@@ -200,7 +200,7 @@ struct WebDAVRealServerTests {
         defer { library.remove() }
         let server = try await RealWebDAVServer.start(kind, serving: library.dir)
         defer { server.stop() }
-        let provider = try makeProvider(url: server.url, transport: URLSessionTestTransport(), password: "wrong")
+        let provider = try makeProvider(url: server.url, transport: try CurlTransport(), password: "wrong")
         let error = await #expect(throws: ProviderError.self) { try await collectPages(provider) }
         #expect(error?.code == .unauthorized)
     }
