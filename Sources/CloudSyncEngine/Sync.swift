@@ -51,7 +51,9 @@ public struct Sync: Sendable {
             let removal = try cache.remove(remote: remote, path: path)
             events(.removed(remote: remote, path: path, keptPinned: !removal.keptPinned.isEmpty))
         }
-        if let cursor = listing.cursor { try cache.setCursor(cursor, remote: remote) }
+        // A pull restricted to PATHs applies only part of the listing (deletions elsewhere wait), so it must not
+        // advance the change feed past changes it did not apply.
+        if let cursor = listing.cursor, options.paths.isEmpty { try cache.setCursor(cursor, remote: remote) }
         let eviction = try cache.evict(dryRun: false)
         if !eviction.evicted.isEmpty {
             logger.info("evicted \(eviction.evicted.count) tracks (\(ByteSize.format(eviction.freedBytes))) to stay within the cache limits")
