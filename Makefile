@@ -18,7 +18,7 @@ demo: release
 ## Installs what is missing and runs the whole test suite (unit, fakes, real WebDAV servers).
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	scripts/run-tests.sh
 
 ## Side-by-side benchmarks with curl, aria2c and rclone (see bench/README.md).
 bench: release

@@ -28,7 +28,7 @@ final class DriveFake: Sendable {
     /// Starts the fake with `spec` (see the script's docstring). Fails clearly when python3 is missing or the
     /// port does not come within 20 s.
     init(_ spec: [String: Any]) async throws {
-        fake = try await PythonFake.start("gdrive_fake.py", spec: spec, timeout: 20)
+        fake = try await PythonFake.start("gdrive_fake.py", spec: spec, timeout: 60)
         transport = try CurlTransport()
     }
 

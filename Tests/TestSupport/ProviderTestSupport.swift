@@ -37,7 +37,7 @@ public final class PythonFake: @unchecked Sendable {
     /// seconds (the child is then stopped, so a silent fake never hangs a test), or when it is not `portCount`
     /// port numbers. No child is left running when this throws.
     public static func start(_ script: String, arguments: [String] = [], portCount: Int = 1,
-                             timeout: TimeInterval = 15) async throws -> PythonFake {
+                             timeout: TimeInterval = 60) async throws -> PythonFake {
         guard let python = which("python3") else {
             throw TestSupportError("python3 is not installed; the provider tests run their fakes with it (apt-get install python3)")
         }
@@ -69,7 +69,7 @@ public final class PythonFake: @unchecked Sendable {
     /// Starts a fake that takes its scenario as one JSON argument (every fake of Tests/Fakes but http_faults.py):
     /// `start(script, arguments: [<spec as JSON>], portCount:timeout:)`, with the same contract and errors.
     public static func start(_ script: String, spec: [String: Any], portCount: Int = 1,
-                             timeout: TimeInterval = 15) async throws -> PythonFake {
+                             timeout: TimeInterval = 60) async throws -> PythonFake {
         let json = String(decoding: try JSONSerialization.data(withJSONObject: spec), as: UTF8.self)
         return try await start(script, arguments: [json], portCount: portCount, timeout: timeout)
     }
