@@ -84,7 +84,7 @@ PY
 }
 
 # start_nginx DIR: one nginx serving DIR at /lib/ (plain HTTP, autoindex) and at /dav/ (WebDAV with dav-ext,
-# Basic auth demo/demo-pass). Sets NGINX_PORT, NGINX_LOG (access log: method uri status bytes range).
+# Basic auth demo/demo-pass). Sets NGINX_PORT, NGINX_LOG (access log: method status bytes "range" "uri").
 start_nginx() {
     need nginx
     local dir=$1 state=$WORK/nginx.$RANDOM module=/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
@@ -103,7 +103,7 @@ error_log $state/error.log warn;
 events { worker_connections 256; }
 http {
     include /etc/nginx/mime.types;
-    log_format bench '\$request_method "\$uri" \$status \$body_bytes_sent "\$http_range"';
+    log_format bench '\$request_method \$status \$body_bytes_sent "\$http_range" "\$uri"';
     access_log $NGINX_LOG bench;
     sendfile on; tcp_nopush on; keepalive_requests 100000;
     client_body_temp_path $state/tmp/body;
