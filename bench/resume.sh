@@ -12,7 +12,7 @@ KILLS=${BENCH_KILLS:-$([ $QUICK = 1 ] && echo 3 || echo 20)}
 SEED=${BENCH_SEED:-42}
 if [ $QUICK = 1 ]; then count=8 size=$((4 << 20)); else count=40 size=$((16 << 20)); fi
 checkpoint=$((8 << 20))
-out=$RESULTS/resume$([ $QUICK = 1 ] && echo -quick).md
+out=$RESULTS/resume$([ $QUICK = 1 ] && echo -quick || true).md
 lib=$WORK/lib; make_lib "$lib" "$count" "$size"
 expect=$(tree_sum "$lib")
 start_nginx "$lib"

@@ -7,7 +7,7 @@
 #   usage: bench/throughput.sh [--quick]        env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM
 source "$(dirname "$0")/lib.sh"
 need rclone aria2c nginx
-out=$RESULTS/throughput$([ $QUICK = 1 ] && echo -quick).md
+out=$RESULTS/throughput$([ $QUICK = 1 ] && echo -quick || true).md
 if [ $QUICK = 1 ]; then sets=("20x1MiB 20 1048576" "100x20KiB 100 20480" "1x32MiB 1 33554432")
 else sets=("200x8MiB 200 8388608" "2000x200KiB 2000 204800" "1x1GiB 1 1073741824"); fi
 obscured=$(rclone obscure demo-pass)
