@@ -67,6 +67,8 @@ let package = Package(
             "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
         ]),
         .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"]),
+        /// Quick mode of every script under bench/ (small sizes; no timing asserted).
+        .testTarget(name: "BenchQuickTests", dependencies: ["cloudsync", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

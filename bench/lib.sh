@@ -22,10 +22,19 @@ RESULTS=${BENCH_RESULTS:-$BENCH/results}
 mkdir -p "$RESULTS"
 _pids=()
 _mounts=()
+# stop_pid PID: SIGTERM, then SIGKILL after 3 s (a parent such as a test runner may leave SIGTERM blocked).
+stop_pid() {
+    local _
+    kill "$1" 2>/dev/null || return 0
+    for _ in $(seq 1 30); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+# stop_servers: stops every server started so far.
+stop_servers() { local p; for p in "${_pids[@]:-}"; do [ -n "$p" ] && stop_pid "$p"; done; _pids=(); }
 cleanup() {
-    local p m
-    for p in "${_pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-    for p in "${_pids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+    local m
+    stop_servers
     for m in "${_mounts[@]:-}"; do [ -n "$m" ] && umount "$m" 2>/dev/null || true; done
     [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$WORK"
 }

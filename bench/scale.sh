@@ -25,7 +25,7 @@ for run in $(seq 1 "$RUNS"); do
     index_sizes+=("$(du -cb "$WORK"/cache/index.sqlite* | tail -1 | cut -f1)")
     measure "$res" "pull-$n1-unchanged" env CLOUDSYNC_CONFIG="$WORK/cs.toml" "$BIN" pull --quiet
 done
-for p in "${_pids[@]}"; do kill "$p" 2>/dev/null || true; done; _pids=()
+stop_servers
 rm -rf "$lib" "$WORK/cache"
 
 lib=$WORK/lib2; make_lib "$lib" "$n2" 16
@@ -34,7 +34,7 @@ webdav_config "$WORK/cs2.toml" "$WORK/cache2" "http://127.0.0.1:$NGINX_PORT/dav/
 log "scale: populating the index with a pull of $n2 tiny tracks"
 measure "$res" "pull-$n2-tiny" env CLOUDSYNC_CONFIG="$WORK/cs2.toml" "$BIN" pull --quiet
 index2=$(du -cb "$WORK"/cache2/index.sqlite* | tail -1 | cut -f1)
-for p in "${_pids[@]}"; do kill "$p" 2>/dev/null || true; done; _pids=()   # offline means offline: server gone
+stop_servers   # offline means offline: server gone
 for run in $(seq 1 "$RUNS"); do
     measure "$res" "ls-offline-$n2" env CLOUDSYNC_CONFIG="$WORK/cs2.toml" "$BIN" ls --offline
     [ "$run" = 1 ] && lines=$(wc -l <"$WORK/last.out")

@@ -87,7 +87,7 @@ line(f"cloudsync peak RSS = {m:.1f} MiB (goal ≤ 40)", m <= 40)
 PY
         echo
     } >>"$out"
-    for p in "${_pids[@]}"; do kill "$p" 2>/dev/null || true; done; _pids=()
+    stop_servers
     rm -rf "$lib"
 done
 echo "Commands: see bench/throughput.sh (cloudsync pull --quiet with pull.jobs = 4, chunk 8 MiB, checkpoint 8 MiB; rclone copy --transfers 4; aria2c -j4 --file-allocation=none; curl --parallel --parallel-max 4 -K list)." >>"$out"

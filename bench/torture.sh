@@ -24,7 +24,7 @@ start_fifo() {
     for _ in $(seq 1 300); do [ -s "$WORK/$name.out" ] && break; sleep 0.05; done
     LINE=$(head -1 "$WORK/$name.out"); [ -n "$LINE" ] || { cat "$WORK/$name.err" >&2; die "$name did not start"; }
 }
-stop_all() { local p; for p in "${_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; _pids=(); }
+stop_all() { stop_servers; }
 # config FILE CACHE RETRIES REMOTE-LINES...
 config() {
     local file=$1 cache=$2 retries=$3; shift 3
@@ -76,8 +76,8 @@ proxy_row() { # proxy_row NAME FAULT WANT RETRIES PROXY-ARGS...
     start_fifo "proxy-$name" python3 "$BENCH/faultproxy.py" "$NGINX_PORT" "$@"
     rm -rf "$WORK/cache"
     config "$WORK/$name.toml" "$WORK/cache" "$retries" 'provider = "webdav"' "url = \"http://127.0.0.1:$LINE/dav/\"" 'user = "demo"' 'password = "demo-pass"'
-    row "$name" "$fault" "$want" "$WORK/$name.toml" "$lib"
-    kill "${_pids[-1]}" 2>/dev/null || true
+    row "$name" "$fault" "$want" "$WORK/$name.toml" "${expect_dir:-$lib}"
+    stop_pid "${_pids[-1]}"; unset '_pids[-1]'
 }
 proxy_row webdav-429 "GET: 429 + Retry-After: 1 on the first 3 downloads" 0 10 --status 429 --retry-after 1 --count 3
 proxy_row webdav-503 "GET: 503 + Retry-After: 1 on the first 3 downloads" 0 10 --status 503 --retry-after 1 --count 3
@@ -89,7 +89,7 @@ proxy_row webdav-slow "slow server: 2 MiB/s per connection" 0 10 --rate 2097152
 cp -a "$lib" "$WORK/lib-mutate"
 # mid-download change: the proxy rewrites every file after the 3rd GET (new bytes, new mtime → new ETag).
 stop_all; start_nginx "$WORK/lib-mutate"
-proxy_row webdav-changed-mid-download "every file rewritten after the 3rd GET (new ETag)" 0 10 --mutate "$WORK/lib-mutate" --count 3
+expect_dir=$WORK/lib-mutate proxy_row webdav-changed-mid-download "every file rewritten after the 3rd GET (new ETag)" 0 10 --mutate "$WORK/lib-mutate" --count 3
 stop_all
 
 # ---------- disk full: a 4 MiB tmpfs as the cache dir for a 9 MiB library
