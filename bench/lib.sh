@@ -22,11 +22,11 @@ RESULTS=${BENCH_RESULTS:-$BENCH/results}
 mkdir -p "$RESULTS"
 _pids=()
 _mounts=()
-# stop_pid PID: SIGTERM, then SIGKILL after 3 s (a parent such as a test runner may leave SIGTERM blocked).
+# stop_pid PID: SIGTERM, then SIGKILL after 1 s (a parent such as a test runner may leave SIGTERM blocked).
 stop_pid() {
     local _
     kill "$1" 2>/dev/null || return 0
-    for _ in $(seq 1 30); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 10); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$1" 2>/dev/null || true
     wait "$1" 2>/dev/null || true
 }
