@@ -23,7 +23,7 @@ start_fake() {
     python3 "$fakes/$1_fake.py" "$arg" >"$fifo" 2>"$WORK/fake.err" <"$WORK/fake.in" &
     _pids+=($!)
     exec 9>"$WORK/fake.in"
-    for _ in $(seq 1 600); do [ -s "$fifo" ] && break; sleep 0.1; done
+    for _ in $(seq 1 1800); do [ -s "$fifo" ] && break; sleep 0.1; done  # a 50k-item fake takes a while to build
     FAKE_LINE=$(head -1 "$fifo"); [ -n "$FAKE_LINE" ] || { cat "$WORK/fake.err" >&2; die "$1 fake did not start"; }
 }
 fake_config() { # fake_config FILE PROVIDER LINES...
