@@ -75,6 +75,8 @@ let package = Package(
         .testTarget(name: "CloudSyncServerTests", dependencies: [
             "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport",
         ]),
+        /// Quick mode of every script under bench/ (small sizes; no timing asserted).
+        .testTarget(name: "BenchQuickTests", dependencies: ["cloudsync", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

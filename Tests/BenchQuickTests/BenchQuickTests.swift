@@ -1,0 +1,90 @@
+// The quick variant of every script under bench/ (small sizes, one run), so `make test` keeps them runnable.
+// No timing is asserted: each script must finish, exit 0 (its own checks passed: every tool produced the right
+// bytes, every torture row behaved as expected) and write its table.
+import Foundation
+import Testing
+import TestSupport
+
+@Suite("bench/ quick mode", .serialized)
+struct BenchQuickTests {
+    /// The cloudsync binary built with the tests (debug), else a release build.
+    static func binary() throws -> String {
+        for config in ["debug", "release"] {
+            let path = RepositoryPaths.root.appendingPathComponent(".build/\(config)/cloudsync").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        throw TestSupportError("no cloudsync binary under .build/debug or .build/release; run `swift build` first")
+    }
+
+    /// Runs `bench/<script> --quick` with results in a temporary directory; returns (status, table, stderr tail).
+    /// Killed after `limit` seconds so a hung server cannot hang the suite.
+    static func runQuick(_ script: String, limit: TimeInterval = 300) throws -> (Int32, String, String) {
+        for program in ["bash", "python3", "nginx", "rclone", "aria2c", "curl"] where which(program) == nil {
+            throw TestSupportError("\(program) is not installed; run scripts/install-deps.sh --bench (make bench does)")
+        }
+        let results = try TemporaryDirectory(prefix: "cloudsync-bench-quick")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [RepositoryPaths.root.appendingPathComponent("bench/\(script).sh").path, "--quick"]
+        var env = ProcessInfo.processInfo.environment
+        env["CLOUDSYNC_BIN"] = try binary()
+        env["BENCH_RESULTS"] = results.path
+        process.environment = env
+        let errors = results.file("stderr.txt")
+        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: errors)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(limit)
+        while process.isRunning && Date() < deadline { usleep(100_000) }
+        if process.isRunning {
+            // SIGKILL: the test runner leaves SIGTERM blocked in its children.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw TestSupportError("bench/\(script).sh --quick did not finish within \(Int(limit)) s")
+        }
+        let table = (try? String(contentsOf: results.file("\(script)-quick.md"), encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+        return (process.terminationStatus, table, String(stderr.suffix(2000)))
+    }
+
+    @Test("throughput --quick: every tool gets the right bytes")
+    func throughput() throws {
+        let (status, table, stderr) = try Self.runQuick("throughput")
+        #expect(status == 0, "bench/throughput.sh --quick failed:\n\(stderr)")
+        for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "aria2c@nginx-http", "curl@nginx-http"] {
+            #expect(table.contains("| \(tool) |"), "no row for \(tool) in:\n\(table)")
+        }
+    }
+
+    @Test("resume --quick: every rerun after kill -9 ends with the right files")
+    func resume() throws {
+        let (status, table, stderr) = try Self.runQuick("resume")
+        #expect(status == 0, "bench/resume.sh --quick failed:\n\(stderr)")
+        #expect(table.contains("| cloudsync |"), "no cloudsync row in:\n\(table)")
+    }
+
+    @Test("api-economy --quick: listing requests are counted for every provider")
+    func apiEconomy() throws {
+        let (status, table, stderr) = try Self.runQuick("api-economy")
+        #expect(status == 0, "bench/api-economy.sh --quick failed:\n\(stderr)")
+        for row in ["cloudsync-webdav", "cloudsync-dropbox", "cloudsync-onedrive", "cloudsync-yandex"] {
+            #expect(table.contains("| \(row) |"), "no row for \(row) in:\n\(table)")
+        }
+    }
+
+    @Test("scale --quick: pull and ls --offline complete")
+    func scale() throws {
+        let (status, table, stderr) = try Self.runQuick("scale")
+        #expect(status == 0, "bench/scale.sh --quick failed:\n\(stderr)")
+        #expect(table.contains("ls-offline"), "no ls --offline row in:\n\(table)")
+    }
+
+    @Test("torture --quick: every fault row behaves as expected")
+    func torture() throws {
+        let (status, table, stderr) = try Self.runQuick("torture")
+        #expect(status == 0, "bench/torture.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(!table.contains("UNEXPECTED"), "unexpected rows:\n\(table)")
+    }
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Shared helpers for the benchmark scripts: a scratch area on tmpfs, library generation, private nginx and
+# rclone servers on 127.0.0.1, cloudsync configs, and measurement with /usr/bin/time -v.
+# Sourced, never run. Every server started here is stopped by the EXIT trap of the sourcing script.
+set -euo pipefail
+
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$BENCH/.." && pwd)
+BIN=${CLOUDSYNC_BIN:-$TOP/.build/release/cloudsync}
+QUICK=0
+RUNS=${BENCH_RUNS:-5}
+for arg in "$@"; do
+    case "$arg" in
+    --quick) QUICK=1; RUNS=${BENCH_RUNS:-1} ;;
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d'; exit 0 ;;
+    esac
+done
+# Files live on tmpfs so disk speed does not dominate.
+SHM=${BENCH_SHM:-/dev/shm}
+WORK=$(mktemp -d "$SHM/cloudsync-bench.XXXXXX")
+RESULTS=${BENCH_RESULTS:-$BENCH/results}
+mkdir -p "$RESULTS"
+_pids=()
+_mounts=()
+# stop_pid PID: SIGTERM, then SIGKILL after 1 s (a parent such as a test runner may leave SIGTERM blocked).
+stop_pid() {
+    local _
+    kill "$1" 2>/dev/null || return 0
+    for _ in $(seq 1 10); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+# stop_servers: stops every server started so far.
+stop_servers() { local p; for p in "${_pids[@]:-}"; do [ -n "$p" ] && stop_pid "$p"; done; _pids=(); }
+cleanup() {
+    local m
+    stop_servers
+    for m in "${_mounts[@]:-}"; do [ -n "$m" ] && umount "$m" 2>/dev/null || true; done
+    [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() { echo "bench: $*" >&2; exit 1; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+need() { for t in "$@"; do command -v "$t" >/dev/null 2>&1 || die "'$t' is missing: run scripts/install-deps.sh --bench"; done; }
+need python3 curl /usr/bin/time
+[ -x "$BIN" ] || die "$BIN is missing: run 'swift build -c release' (or set CLOUDSYNC_BIN)"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# make_lib DIR COUNT SIZE_BYTES [PER_ALBUM]: COUNT random tracks in Artist NNN/Album NN/Track NNNN.mp3,
+# PER_ALBUM tracks per album (default 10), 10 albums per artist. A single track goes to Big/One/track.flac.
+make_lib() {
+    python3 - "$@" <<'PY'
+import os, sys
+root, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+per = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+os.makedirs(root, exist_ok=True)
+block = os.urandom(1 << 20)
+for i in range(count):
+    if count == 1:
+        path = os.path.join(root, "Big", "One", "track.flac")
+    else:
+        album = i // per
+        path = os.path.join(root, f"Artist {album // 10:03d}", f"Album {album % 10:02d}", f"Track {i:06d}.mp3")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        # Distinct content per file: a fresh 16-byte prefix then a rotation of a random block.
+        left = size
+        f.write(os.urandom(min(16, left))); left -= min(16, left)
+        off = (i * 4099) % len(block)
+        while left > 0:
+            chunk = block[off:off + left] or block[:left]
+            f.write(chunk); left -= len(chunk); off = 0
+PY
+}
+
+# tree_sum DIR: "<files> <bytes> <sha256 of sorted per-file sha256 list>" — compares two trees' content.
+tree_sum() {
+    python3 - "$1" <<'PY'
+import hashlib, os, sys
+root = sys.argv[1]; rows = []; total = 0
+for d, _, files in os.walk(root):
+    for n in files:
+        p = os.path.join(d, n); h = hashlib.sha256()
+        with open(p, "rb") as f:
+            while b := f.read(1 << 20): h.update(b)
+        rows.append(os.path.relpath(p, root) + " " + h.hexdigest()); total += os.path.getsize(p)
+rows.sort()
+print(len(rows), total, hashlib.sha256("\n".join(rows).encode()).hexdigest())
+PY
+}
+
+# start_nginx DIR: one nginx serving DIR at /lib/ (plain HTTP, autoindex) and at /dav/ (WebDAV with dav-ext,
+# Basic auth demo/demo-pass). Sets NGINX_PORT, NGINX_LOG (access log: method status bytes "range" "uri").
+start_nginx() {
+    need nginx
+    local dir=$1 state=$WORK/nginx.$RANDOM module=/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
+    [ -f "$module" ] || die "$module is missing (package libnginx-mod-http-dav-ext)"
+    mkdir -p "$state/tmp"; chmod 777 "$state/tmp" "$state"
+    python3 -c 'import base64,hashlib;print("demo:{SHA}"+base64.b64encode(hashlib.sha1(b"demo-pass").digest()).decode())' >"$state/htpasswd"
+    NGINX_PORT=$(free_port); NGINX_LOG=$state/access.log
+    local runas=""; [ "$(id -u)" = 0 ] && runas="user root;"
+    cat >"$state/nginx.conf" <<CONF
+load_module $module;
+daemon off;
+worker_processes 1;
+$runas
+pid $state/nginx.pid;
+error_log $state/error.log warn;
+events { worker_connections 256; }
+http {
+    include /etc/nginx/mime.types;
+    log_format bench '\$request_method \$status \$body_bytes_sent "\$http_range" "\$uri"';
+    access_log $NGINX_LOG bench;
+    sendfile on; tcp_nopush on; keepalive_requests 100000;
+    client_body_temp_path $state/tmp/body;
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location /lib/ { alias $dir/; autoindex on; }
+        location /dav/ {
+            alias $dir/;
+            auth_basic "bench"; auth_basic_user_file $state/htpasswd;
+            dav_ext_methods PROPFIND OPTIONS;
+        }
+    }
+}
+CONF
+    nginx -e "$state/error.log" -c "$state/nginx.conf" -p "$state" </dev/null >/dev/null 2>&1 &
+    _pids+=($!)
+    wait_port "$NGINX_PORT" || { cat "$state/error.log" >&2; die "nginx did not start"; }
+}
+
+# start_rclone_webdav DIR: rclone serve webdav of DIR at / with Basic auth demo/demo-pass. Sets RCLONE_PORT.
+start_rclone_webdav() {
+    need rclone
+    RCLONE_PORT=$(free_port)
+    RCLONE_CONFIG=/dev/null rclone serve webdav "$1" --addr "127.0.0.1:$RCLONE_PORT" --user demo --pass demo-pass \
+        --log-file "$WORK/rclone-serve.$RCLONE_PORT.log" </dev/null >/dev/null 2>&1 &
+    _pids+=($!)
+    wait_port "$RCLONE_PORT" || die "rclone serve webdav did not start"
+}
+
+wait_port() {
+    local _
+    for _ in $(seq 1 100); do
+        python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.3).close()' "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# webdav_config FILE CACHE_DIR URL [extra TOML lines for [pull]/[cache]...]: a config with remote "bench".
+webdav_config() {
+    local file=$1 cache=$2 url=$3; shift 3
+    { echo "[cache]"; echo "dir = \"$cache\""; echo 'max_size = "100GiB"'
+      for line in "$@"; do echo "$line"; done
+      echo; echo "[remote.bench]"; echo 'provider = "webdav"'; echo "url = \"$url\""
+      echo 'user = "demo"'; echo 'password = "demo-pass"'; } >"$file"
+}
+
+# measure OUT LABEL CMD...: runs CMD under /usr/bin/time -v and appends "LABEL wall user sys maxrss_kib rc" to OUT.
+measure() {
+    local out=$1 label=$2; shift 2
+    local tv=$WORK/time.$$.txt rc=0
+    /usr/bin/time -v -o "$tv" "$@" >"$WORK/last.out" 2>"$WORK/last.err" || rc=$?
+    python3 - "$tv" "$label" "$rc" >>"$out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def f(k):
+    m = re.search(re.escape(k) + r":\s*(\S+)", text); return m.group(1) if m else "0"
+w = f("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")
+wall = sum(float(x) * 60 ** i for i, x in enumerate(reversed(w)))
+print(sys.argv[2], f"{wall:.3f}", f("User time (seconds)"), f("System time (seconds)"), f("Maximum resident set size (kbytes)"), sys.argv[3])
+PY
+    if [ "$rc" != 0 ]; then echo "bench: '$label' exited $rc; stderr:" >&2; tail -5 "$WORK/last.err" >&2; fi
+    return 0
+}
+
+# summarize OUT GIB: markdown table per label: median wall (min–max), CPU s/GiB (median), peak RSS (max), runs, failures.
+summarize() {
+    python3 - "$1" "$2" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    p = line.split()
+    if len(p) == 6: rows.setdefault(p[0], []).append(p)
+gib = float(sys.argv[2])
+print("| tool | wall median (min–max) s | CPU s/GiB | peak RSS MiB | runs | failed |")
+print("|---|---|---|---|---|---|")
+for label, rs in rows.items():
+    walls = [float(r[1]) for r in rs]; cpu = [(float(r[2]) + float(r[3])) / gib for r in rs]
+    rss = max(int(r[4]) for r in rs) / 1024; bad = sum(1 for r in rs if r[5] != "0")
+    print(f"| {label} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpu):.2f} | {rss:.1f} | {len(rs)} | {bad} |")
+PY
+}
+
+# median_of OUT LABEL FIELD(1=wall): the median of a field for a label.
+median_of() {
+    python3 - "$@" <<'PY'
+import statistics, sys
+vals = [float(l.split()[int(sys.argv[3])]) for l in open(sys.argv[1]) if l.split()[0] == sys.argv[2]]
+print(f"{statistics.median(vals):.4f}" if vals else "nan")
+PY
+}
+
+machine_line() { echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg); cloudsync $("$BIN" --version 2>/dev/null | head -1)"; }
