@@ -3,8 +3,8 @@
 # As root it runs apt-get; otherwise it prints the one command to run.
 set -euo pipefail
 packages=(libcurl4-openssl-dev libsqlite3-dev libssl-dev libxml2-dev pkg-config python3
-          rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl ffmpeg)
-[ "${1:-}" = "--bench" ] && packages+=(aria2 time hyperfine)
+          rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg)
+[ "${1:-}" = "--bench" ] && packages+=(hyperfine)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
