@@ -262,7 +262,8 @@ public final class EntryWriter: Sendable {
         return try preadAll(fd: fd, range: range, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
     }
 
-    /// Finishes the entry once every byte is present: checkpoint; if `expectedHash` is given, `verify` computes
+    /// Finishes the entry once every byte is present (committed or pending: no separate checkpoint, the
+    /// fsync before the rename makes every byte durable); if `expectedHash` is given, `verify` computes
     /// the hash of the partial file (return nil when it cannot compute that kind; the hash is then not
     /// checked); on mismatch every byte is discarded and `.hashMismatch` is thrown (fetch again once; a second
     /// mismatch is the caller's error to report). Then fsync, set mtime to the remote's, and atomically rename
@@ -275,7 +276,6 @@ public final class EntryWriter: Sendable {
             throw CacheError(.incomplete, "\(remote):\(path) still misses \(ByteSize.format(missing.byteCount)); fetch "
                 + "the missing ranges before completing.", path: path)
         }
-        try checkpoint()
         if let expectedHash, let computed = try verify(partialURL), !expectedHash.matches(computed) {
             try reset()
             throw CacheError(.hashMismatch, "\(remote):\(path): downloaded bytes have \(expectedHash.kind.rawValue) "

@@ -81,8 +81,10 @@ struct FileFetcher: Sendable {
     let events: @Sendable (SyncEvent) -> Void
     let logger: Logger
 
-    /// Fetches every missing byte of `job` inside `bounds`, chunk by chunk, resuming after cut connections.
-    func fetch(_ job: FileJob, within bounds: Range<Int64>) async throws {
+    /// Fetches every missing byte of `job` inside `bounds`. With `checkpointAtEnd` the bytes are made durable
+    /// before returning; the full pass skips that because promotion fsyncs the file anyway (one sync fewer
+    /// per track), and a failure path checkpoints what arrived.
+    func fetch(_ job: FileJob, within bounds: Range<Int64>, checkpointAtEnd: Bool = true) async throws {
         while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
             try await pacer.run("GET \(job.file.path)") {
@@ -92,13 +94,12 @@ struct FileFetcher: Sendable {
             }
             try job.writer.checkpointIfDue()
         }
-        try job.writer.checkpoint()
+        if checkpointAtEnd { try job.writer.checkpoint() }
         flushProgress(job)
     }
 
     /// Verifies the hash of a fully present file and promotes it into tracks/.
     func complete(_ job: FileJob) async throws {
-        try job.writer.checkpoint()
         let computed = try finishHash(job)
         try job.writer.complete(expectedHash: job.expectedHash) { _ in computed }
     }

@@ -197,7 +197,7 @@ public struct Sync: Sendable {
         }
         let pending = items.filter { results[$0.path] == nil }
         try await forEach(pending, fetcher: fetcher) { job in
-            try await fetcher.fetch(job, within: 0 ..< job.file.size)
+            try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
             return nil
         } collect: { path, result in
             results[path] = result
