@@ -191,8 +191,9 @@ final class Exchange: @unchecked Sendable {
     // MARK: callbacks (loop thread)
 
     private func onHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var line = String(decoding: bytes, as: UTF8.self)
-        while line.hasSuffix("\n") || line.hasSuffix("\r") { line.removeLast() }
+        var end = bytes.count
+        while end > 0 && (bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D) { end -= 1 }
+        let line = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self)
         if line.hasPrefix("HTTP/") {
             // A new status line: an interim 1xx answer is forgotten.
             let parts = line.split(separator: " ", maxSplits: 2)

@@ -15,6 +15,7 @@ Routes (GET unless said):
   /ratelimit?id=X&n=N&after=S  first N requests of id X get 429 Retry-After: S; then 200 "ok"
   /status/<code>?retry_after=S answers <code> with body "status <code>"
   /redirect?to=URL&status=C    answers C with Location: URL (relative allowed)
+  /loop                        302 to itself, forever
   /echo                        any method: JSON {method, path, query, headers, body}
   /token                       POST form: refresh_token=good|rotate|bad; counts in /stats
   /stats                       JSON counters
@@ -158,6 +159,8 @@ class Handler(BaseHTTPRequestHandler):
         if route == "redirect":
             self.body()
             return self.reply(int(q.get("status", "302")), b"moved", [("Location", q["to"])])
+        if route == "loop":
+            return self.reply(302, b"again", [("Location", "/loop")])
         if route == "echo":
             payload = {
                 "method": self.command,
