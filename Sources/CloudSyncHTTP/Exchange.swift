@@ -105,7 +105,6 @@ final class Exchange: @unchecked Sendable {
         try check(cloudsync_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1), "TCP_NODELAY")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1), "TCP_KEEPALIVE")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS), "HTTP_VERSION")
-        try check(cloudsync_curl_setopt_long(h, CURLOPT_PIPEWAIT, 1), "PIPEWAIT")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_BUFFERSIZE, options.receiveBufferSize), "BUFFERSIZE")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)), "CONNECTTIMEOUT_MS")
         var lowSpeed = options.lowSpeedLimit
