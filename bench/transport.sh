@@ -16,6 +16,7 @@ BENCH="$(swift build -c release --show-bin-path)/transport-bench"
 
 SHM=${SHM:-/dev/shm}
 WORK=$(mktemp -d "$SHM/cloudsync-bench.XXXXXX")
+chmod 755 "$WORK"  # nginx workers may run as another user
 NGINX_PID=""
 cleanup() {
     if [ -n "$NGINX_PID" ]; then kill "$NGINX_PID" 2>/dev/null || true; fi
@@ -31,6 +32,7 @@ fi
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$WORK/www" "$WORK/nginx" "$WORK/out"
+chmod 755 "$WORK/www"
 cat > "$WORK/nginx/nginx.conf" <<CONF
 daemon off;
 worker_processes 2;
