@@ -53,6 +53,8 @@ let package = Package(
         ]),
         /// The `cloudsync` executable: a few lines that call CloudSyncCommands.
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCommands"]),
+        /// Benchmark driver for bench/transport.sh: parallel downloads through CurlTransport into files.
+        .executableTarget(name: "transport-bench", dependencies: ["CloudSyncHTTP"], path: "bench/transport-bench"),
 
         /// Shared test support: fake servers, temporary directories, process helpers.
         .target(name: "TestSupport", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Tests/TestSupport"),

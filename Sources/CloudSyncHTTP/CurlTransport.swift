@@ -39,6 +39,7 @@ public final class CurlTransport: Transport {
     public let options: CurlTransportOptions
     private let logger: Logger
     private let loop: CurlLoop
+    private let pool = EasyHandlePool()
 
     public init(options: CurlTransportOptions = CurlTransportOptions(), logger: Logger = .silent) throws {
         self.options = options
@@ -87,7 +88,7 @@ public final class CurlTransport: Transport {
         while true {
             let started = ContinuousClock.now
             let exchange = try Exchange(request: request, extraHeaders: extraHeaders, mode: mode(), options: options,
-                                        acceptsCompression: acceptsCompression)
+                                        acceptsCompression: acceptsCompression, pool: pool)
             let result: ExchangeResult
             do {
                 result = try await loop.perform(exchange)

@@ -33,6 +33,40 @@ public struct InterruptedTransfer: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(detail) (curl error \(curlCode)) after \(delivered.count) bytes" }
 }
 
+/// Idle easy handles kept for reuse: a fresh handle allocates (and page-faults) a new receive buffer,
+/// which dominates the cost of small files. Handles here are in no multi handle.
+final class EasyHandlePool: Sendable {
+    private let idle = Mutex<[UnsafeMutableRawPointerBox]>([])
+    private let capacity: Int
+
+    init(capacity: Int = 16) { self.capacity = capacity }
+
+    deinit { idle.withLock { for box in $0 { curl_easy_cleanup(box.pointer) } } }
+
+    /// A reset handle, or a new one (nil when curl_easy_init fails).
+    func take() -> UnsafeMutableRawPointer? {
+        if let box = idle.withLock({ $0.popLast() }) {
+            curl_easy_reset(box.pointer)
+            return box.pointer
+        }
+        return curl_easy_init()
+    }
+
+    func put(_ handle: UnsafeMutableRawPointer) {
+        let kept = idle.withLock { list -> Bool in
+            guard list.count < capacity else { return false }
+            list.append(UnsafeMutableRawPointerBox(pointer: handle))
+            return true
+        }
+        if !kept { curl_easy_cleanup(handle) }
+    }
+}
+
+/// An easy handle crossing threads while idle; only one owner at a time uses it.
+struct UnsafeMutableRawPointerBox: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+}
+
 /// One request on one easy handle, owned by `CurlLoop` while it runs. Everything after `init` happens on the
 /// loop thread except `cancelled`, hence `@unchecked Sendable`. Frees its handle, header list and error
 /// buffer in `deinit`.
@@ -66,9 +100,12 @@ final class Exchange: @unchecked Sendable {
         case sink(any ByteSink, offset: Int64, skip: Int64, end: Int64?)
     }
 
+    private let pool: EasyHandlePool
+
     init(request: HTTPRequest, extraHeaders: [(String, String)], mode: BodyMode, options: CurlTransportOptions,
-         acceptsCompression: Bool) throws {
-        guard let easy = curl_easy_init() else {
+         acceptsCompression: Bool, pool: EasyHandlePool) throws {
+        self.pool = pool
+        guard let easy = pool.take() else {
             throw ProviderError(.transient, "curl_easy_init failed (out of memory?)")
         }
         self.easy = easy
@@ -81,7 +118,9 @@ final class Exchange: @unchecked Sendable {
     }
 
     deinit {
-        curl_easy_cleanup(easy)
+        // Pointers into this object (callbacks' user data, error buffer, header list) must not outlive it.
+        curl_easy_reset(easy)
+        pool.put(easy)
         curl_slist_free_all(headerList)
         errorBuffer.deallocate()
     }
@@ -105,7 +144,6 @@ final class Exchange: @unchecked Sendable {
         try check(cloudsync_curl_setopt_long(h, CURLOPT_TCP_NODELAY, 1), "TCP_NODELAY")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1), "TCP_KEEPALIVE")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS), "HTTP_VERSION")
-        try check(cloudsync_curl_setopt_long(h, CURLOPT_PIPEWAIT, 1), "PIPEWAIT")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_BUFFERSIZE, options.receiveBufferSize), "BUFFERSIZE")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)), "CONNECTTIMEOUT_MS")
         var lowSpeed = options.lowSpeedLimit

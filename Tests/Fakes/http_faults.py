@@ -15,11 +15,15 @@ Routes (GET unless said):
   /ratelimit?id=X&n=N&after=S  first N requests of id X get 429 Retry-After: S; then 200 "ok"
   /status/<code>?retry_after=S answers <code> with body "status <code>"
   /redirect?to=URL&status=C    answers C with Location: URL (relative allowed)
+  /loop                        302 to itself, forever
   /echo                        any method: JSON {method, path, query, headers, body}
-  /token                       POST form: refresh_token=good|rotate|bad; counts in /stats
+  /token                       POST form: refresh_token=bad (invalid_grant) | rotate* (new refresh token) | anything
+                               else (ok); counts per refresh token in /stats as token:<rt>
   /stats                       JSON counters
 """
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -158,6 +162,8 @@ class Handler(BaseHTTPRequestHandler):
         if route == "redirect":
             self.body()
             return self.reply(int(q.get("status", "302")), b"moved", [("Location", q["to"])])
+        if route == "loop":
+            return self.reply(302, b"again", [("Location", "/loop")])
         if route == "echo":
             payload = {
                 "method": self.command,
@@ -171,14 +177,15 @@ class Handler(BaseHTTPRequestHandler):
         if route == "token":
             form = dict(urllib.parse.parse_qsl(self.body().decode()))
             n = bump("token")
+            rt = form.get("refresh_token") or ""
+            bump("token:" + rt)
             time.sleep(0.2)  # widen the window in which concurrent callers could race
-            rt = form.get("refresh_token")
             if form.get("grant_type") != "refresh_token" or rt == "bad":
                 return self.reply(400, json.dumps({"error": "invalid_grant", "error_description": "expired"}).encode(),
                                   [("Content-Type", "application/json")])
             answer = {"access_token": "at-%d" % n, "expires_in": 3600, "token_type": "Bearer",
                       "client_id_seen": form.get("client_id", "")}
-            if rt == "rotate":
+            if rt.startswith("rotate"):
                 answer["refresh_token"] = "rotated-%d" % n
             return self.reply(200, json.dumps(answer).encode(), [("Content-Type", "application/json")])
         if route == "stats":
@@ -187,7 +194,20 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(404, b"no such route")
 
 
+def exit_when_parent_goes():
+    """The parent keeps our stdin open; EOF means it is gone, so no server outlives its tests."""
+    try:
+        sys.stdin.buffer.read()
+    finally:
+        os._exit(0)
+
+
 def main():
+    # A parent may have blocked or ignored these; make SIGTERM/SIGINT stop us.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    threading.Thread(target=exit_when_parent_goes, daemon=True).start()
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     ThreadingHTTPServer.request_queue_size = 64
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

@@ -57,10 +57,13 @@ public struct TestSupportError: Error, CustomStringConvertible {
 }
 
 /// A child process whose stdout is read line by line (stderr is passed through). Terminated (SIGTERM, then
-/// SIGKILL after a second) by `stop()` or when the object dies.
+/// SIGKILL after a second) by `stop()` or when the object dies. Its stdin is a pipe that closes when this
+/// process exits, so children that exit on EOF (like `Tests/Fakes/http_faults.py`) never outlive the tests.
 public final class ChildProcess: @unchecked Sendable {
     public let process = Process()
     private let stdout = Pipe()
+    /// Kept open for the child's lifetime: a child may treat EOF on stdin as "my parent is gone".
+    private let stdin = Pipe()
     private let lock = NSLock()
     private var buffer = Data()
     private var lines: [String] = []
@@ -77,12 +80,20 @@ public final class ChildProcess: @unchecked Sendable {
         if let environment { process.environment = environment }
         if let currentDirectory { process.currentDirectoryURL = currentDirectory }
         process.standardOutput = stdout
-        process.standardInput = FileHandle.nullDevice
-        stdout.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            self?.received(chunk)
-        }
+        process.standardInput = stdin
         try process.run()
+        // A plain thread doing blocking reads: FileHandle.availableData traps on EAGAIN.
+        let fd = stdout.fileHandleForReading.fileDescriptor
+        Thread.detachNewThread { [weak self] in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                guard let self else { return }
+                self.received(n > 0 ? Data(buffer[0..<n]) : Data())
+                if n <= 0 { return }
+            }
+        }
     }
 
     deinit { stop() }
@@ -92,7 +103,6 @@ public final class ChildProcess: @unchecked Sendable {
         defer { lock.unlock() }
         if chunk.isEmpty {
             ended = true
-            stdout.fileHandleForReading.readabilityHandler = nil
             return
         }
         buffer.append(chunk)

@@ -1,0 +1,182 @@
+import CloudSyncCore
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import CloudSyncHTTP
+
+@Suite(.timeLimit(.minutes(2)))
+struct PacerTests {
+    @Test func backoffIsFullJitterUnderTheCeiling() async {
+        let pacer = Pacer(policy: .init(retries: 10, baseDelay: 0.5, maxDelay: 60))
+        for attempt in 1...12 {
+            let ceiling = min(60, 0.5 * pow(2, Double(attempt - 1)))
+            for _ in 0..<200 {
+                let d = await pacer.backoff(attempt: attempt)
+                #expect(d >= 0 && d <= ceiling)
+            }
+        }
+    }
+
+    @Test func rateLimitHonoursRetryAfterAndPausesTheWholeRemote() async throws {
+        let server = try await faultServer()
+        let clock = FakeClock()
+        let pacer = Pacer(sleep: { try await clock.sleep($0) }, now: { clock.now })
+        let transport = try CurlTransport()
+        let client = APIClient(transport: transport, pacer: pacer, tokens: nil) { response in
+            ProviderError.fromHTTP(status: response.status, headers: response.headers, body: response.body,
+                                   context: "GET \(redactedURL(response.head.url))")
+        }
+        let id = UUID().uuidString
+        let r = try await client.send(HTTPRequest(url: server.url("/ratelimit?id=\(id)&n=2&after=7")))
+        #expect(r.status == 200)
+        #expect(clock.sleeps.reduce(0, +) == 14)
+        // The pause is the remote's: another request now waits before starting.
+        await pacer.pause(for: 5)
+        let before = clock.now
+        _ = try await client.send(HTTPRequest(url: server.url("/status/200")))
+        #expect(clock.now.timeIntervalSince(before) == 5)
+    }
+
+    @Test func nonRetryableErrorsAreThrownAtOnce() async throws {
+        let server = try await faultServer()
+        let clock = FakeClock()
+        let pacer = Pacer(sleep: { try await clock.sleep($0) }, now: { clock.now })
+        let client = APIClient(transport: try CurlTransport(), pacer: pacer, tokens: nil) { response in
+            ProviderError.fromHTTP(status: response.status, headers: response.headers, context: "GET")
+        }
+        let error = await #expect(throws: ProviderError.self) { try await client.send(HTTPRequest(url: server.url("/status/404"))) }
+        #expect(error?.code == .notFound)
+        #expect(clock.sleeps.isEmpty)
+    }
+
+    @Test func transientErrorsRetryWithBackoffThenGiveUp() async throws {
+        let server = try await faultServer()
+        let clock = FakeClock()
+        let pacer = Pacer(policy: .init(retries: 3), sleep: { try await clock.sleep($0) }, now: { clock.now })
+        let client = APIClient(transport: try CurlTransport(), pacer: pacer, tokens: nil) { response in
+            ProviderError.fromHTTP(status: response.status, headers: response.headers, context: "GET")
+        }
+        let error = await #expect(throws: ProviderError.self) { try await client.send(HTTPRequest(url: server.url("/status/502"))) }
+        #expect(error?.code == .transient)
+        #expect(clock.sleeps.count == 3)
+    }
+}
+
+final class Persisted: Sendable { let sets = Mutex<[TokenSet]>([]) }
+
+@Suite(.timeLimit(.minutes(2)))
+struct OAuthTests {
+    func refresher(_ server: FaultServer, refreshToken: String?, expiresAt: Date? = nil,
+                   persisted: Persisted? = nil) throws -> OAuthRefresher {
+        let store = persisted
+        return OAuthRefresher(remoteName: "music",
+                              tokens: TokenSet(accessToken: "old", refreshToken: refreshToken, expiresAt: expiresAt),
+                              client: .init(tokenURL: server.url("/token"), clientID: "cid", clientSecret: "sec"),
+                              transport: try CurlTransport()) { set in store?.sets.withLock { $0.append(set) } }
+    }
+
+    @Test func concurrentRejectionsShareOneRefresh() async throws {
+        let server = try await faultServer()
+        let probe = try CurlTransport()
+        let refreshToken = "good-\(UUID().uuidString)"
+        let persisted = Persisted()
+        let source = try refresher(server, refreshToken: refreshToken, persisted: persisted)
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<8 { group.addTask { try await source.refresh(rejected: "old") } }
+            var all: [String] = []
+            for try await t in group { all.append(t) }
+            return all
+        }
+        #expect(Set(tokens).count == 1)
+        #expect(tokens.first?.hasPrefix("at-") == true)
+        #expect(try await stats(server, probe)["token:\(refreshToken)"] == 1)
+        #expect(persisted.sets.withLock { $0.count } == 1)
+        // A caller holding a token older than the current one gets the current one, no refresh.
+        #expect(try await source.refresh(rejected: "old") == tokens.first)
+        #expect(try await stats(server, probe)["token:\(refreshToken)"] == 1)
+    }
+
+    @Test func rotatedRefreshTokenIsPersistedAndKept() async throws {
+        let server = try await faultServer()
+        let persisted = Persisted()
+        let source = try refresher(server, refreshToken: "rotate", persisted: persisted)
+        let token = try await source.refresh(rejected: "old")
+        let saved = try #require(persisted.sets.withLock { $0.last })
+        #expect(saved.accessToken == token)
+        #expect(saved.refreshToken?.hasPrefix("rotated-") == true)
+        #expect(saved.expiresAt != nil)
+        #expect(await source.current.refreshToken == saved.refreshToken)
+    }
+
+    @Test func refreshesAheadOfExpiry() async throws {
+        let server = try await faultServer()
+        let soon = try refresher(server, refreshToken: "good", expiresAt: Date().addingTimeInterval(30))
+        #expect(try await soon.accessToken().hasPrefix("at-"))
+        let later = try refresher(server, refreshToken: "good", expiresAt: Date().addingTimeInterval(3600))
+        #expect(try await later.accessToken() == "old")
+    }
+
+    @Test func invalidGrantAsksToLogInAgain() async throws {
+        let server = try await faultServer()
+        let source = try refresher(server, refreshToken: "bad")
+        let error = await #expect(throws: ProviderError.self) { try await source.refresh(rejected: "old") }
+        #expect(error?.code == .unauthorized)
+        #expect(error?.message.contains("cloudsync login music") == true)
+        #expect(error?.message.contains("invalid_grant") == true)
+        #expect(error?.message.contains("bad") == false)
+    }
+
+    @Test func noRefreshTokenAsksToLogInAgain() async throws {
+        let server = try await faultServer()
+        let source = try refresher(server, refreshToken: nil)
+        let error = await #expect(throws: ProviderError.self) { try await source.refresh(rejected: "old") }
+        #expect(error?.code == .unauthorized)
+    }
+
+    @Test func apiClientRefreshesOnceOnTokenExpired() async throws {
+        let server = try await faultServer()
+        let source = try refresher(server, refreshToken: "good")
+        let seen = Mutex<[String]>([])
+        let client = APIClient(transport: try CurlTransport(), pacer: Pacer(), tokens: source) { response in
+            let echo = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+            let auth = (echo?["headers"] as? [String: String])?["authorization"] ?? ""
+            seen.withLock { $0.append(auth) }
+            return auth == "Bearer old" ? ProviderError(.tokenExpired, "expired") : nil
+        }
+        _ = try await client.send(HTTPRequest(url: server.url("/echo")))
+        let auths = seen.withLock { $0 }
+        #expect(auths.count == 2)
+        #expect(auths.first == "Bearer old")
+        #expect(auths.last?.hasPrefix("Bearer at-") == true)
+    }
+}
+
+struct BandwidthTests {
+    @Test func bucketAdmitsUntilInDebtThenAsksToWait() {
+        let limiter = BandwidthLimiter(bytesPerSecond: 1000, burst: 1000)
+        #expect(limiter.admit(5000))
+        #expect(!limiter.admit(1))
+        #expect(limiter.delayUntilAdmitting() > 1)
+        #expect(limiter.delayUntilAdmitting() <= 4)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func limitedDownloadStillDeliversEveryByte() async throws {
+        let server = try await faultServer()
+        var options = CurlTransportOptions()
+        options.bandwidth = BandwidthLimiter(bytesPerSecond: 4 * 1024 * 1024)
+        let transport = try CurlTransport(options: options)
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for i in 0..<3 {
+                group.addTask {
+                    let sink = MemorySink()
+                    let size = 1_500_000 + i
+                    _ = try await transport.download(HTTPRequest(url: server.url("/data/\(size)")), range: nil, ifRange: nil, into: sink)
+                    return sink.assembled(0..<Int64(size)) == served(size)
+                }
+            }
+            for try await ok in group { #expect(ok) }
+        }
+    }
+}

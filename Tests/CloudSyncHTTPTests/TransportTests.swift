@@ -1,0 +1,191 @@
+import CloudSyncCore
+import Foundation
+import Testing
+import TestSupport
+@testable import CloudSyncHTTP
+
+@Suite(.timeLimit(.minutes(2)))
+struct TransportTests {
+    let transport: CurlTransport
+
+    init() throws { transport = try CurlTransport() }
+
+    @Test func rangedDownloadWritesExactlyTheRange() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/data/100000")), range: 1000...50999,
+                                               ifRange: "\"v1-100000\"", into: sink)
+        #expect(out.head.status == 206)
+        #expect(out.delivered == 1000..<51000)
+        #expect(!out.rangeIgnored)
+        #expect(out.totalSize == 100000)
+        #expect(sink.assembled(1000..<51000) == served(100000, from: 1000, to: 51000))
+    }
+
+    @Test func rangeRunningPastTheEndIsClampedByTheServer() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/data/3000")), range: 2000...8191, ifRange: nil, into: sink)
+        #expect(out.head.status == 206)
+        #expect(out.delivered == 2000..<3000)
+        #expect(sink.assembled(2000..<3000) == served(3000, from: 2000))
+    }
+
+    @Test func wholeFileWithoutRange() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/data/300000")), range: nil, ifRange: nil, into: sink)
+        #expect(out.head.status == 200)
+        #expect(out.delivered == 0..<300000)
+        #expect(out.totalSize == 300000)
+        #expect(sink.assembled(0..<300000) == served(300000))
+    }
+
+    @Test func serverIgnoringRangeNeverWritesBeforeTheOffset() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/norange/200000")), range: 150000...159999,
+                                               ifRange: nil, into: sink)
+        #expect(out.head.status == 200)
+        #expect(out.rangeIgnored)
+        #expect(out.delivered == 150000..<200000)
+        #expect(sink.lowestOffset == 150000)
+        #expect(sink.assembled(150000..<200000) == served(200000, from: 150000))
+    }
+
+    @Test func mismatchedContentRangeWritesNothing() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.download(HTTPRequest(url: server.url("/badrange/10000")), range: 100...199, ifRange: nil, into: sink)
+        }
+        #expect(error?.code == .invalidResponse)
+        #expect(sink.count == 0)
+    }
+
+    @Test func unsatisfiableRangeReportsTheSize() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/data/500")), range: 500...999, ifRange: nil, into: sink)
+        #expect(out.head.status == 416)
+        #expect(out.totalSize == 500)
+        #expect(out.delivered.isEmpty)
+        #expect(sink.count == 0)
+    }
+
+    @Test func errorStatusesReturnABoundedBodyAndWriteNothing() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/status/404")), range: 0...10, ifRange: nil, into: sink)
+        #expect(out.head.status == 404)
+        #expect(String(decoding: out.errorBody, as: UTF8.self) == "status 404")
+        #expect(sink.count == 0)
+    }
+
+    @Test func cutConnectionIsTransientAndSaysWhatArrived() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.download(HTTPRequest(url: server.url("/cut/100000?after=30000")), range: 10000...99999,
+                                         ifRange: nil, into: sink)
+        }
+        #expect(error?.code == .transient)
+        #expect(error?.message.contains("127.0.0.1") == true)
+        #expect(error?.message.contains("after=") == false)
+        let interrupted = try #require(error?.cause as? InterruptedTransfer)
+        #expect(interrupted.delivered == 10000..<40000)
+        #expect(sink.assembled(10000..<40000) == served(100000, from: 10000, to: 40000))
+    }
+
+    @Test func fileChangedBetweenRangesRestartsWithTheNewVersion() async throws {
+        let server = try await faultServer()
+        let size = 50000 + Int.random(in: 0..<1000)  // a path of its own: versions count per size
+        let first = MemorySink()
+        let a = try await transport.download(HTTPRequest(url: server.url("/changing/\(size)")), range: 0...9999, ifRange: nil, into: first)
+        let etag = try #require(a.head.headers["ETag"])
+        #expect(a.head.status == 206)
+        let second = MemorySink()
+        let b = try await transport.download(HTTPRequest(url: server.url("/changing/\(size)")), range: 10000...19999, ifRange: etag, into: second)
+        #expect(b.head.status == 200)
+        #expect(b.rangeIgnored)
+        #expect(b.head.headers["ETag"] != etag)
+        #expect(second.lowestOffset == 10000)
+        #expect(second.assembled(10000..<Int64(size)) == served(size, version: 2, from: 10000))
+    }
+
+    @Test func sinkErrorsAbortAndAreRethrownUnchanged() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink(failAfter: 1)
+        await #expect(throws: MemorySink.Failure()) {
+            try await transport.download(HTTPRequest(url: server.url("/data/4000000")), range: nil, ifRange: nil, into: sink)
+        }
+    }
+
+    @Test func cancellationAbortsAStalledTransfer() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let task = Task {
+            try await transport.download(HTTPRequest(url: server.url("/stall/100000?after=1000")), range: nil, ifRange: nil, into: sink)
+        }
+        while sink.count < 1000 { try await Task.sleep(for: .milliseconds(10)) }
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+
+    @Test func manyConcurrentDownloadsShareTheLoop() async throws {
+        let server = try await faultServer()
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for i in 0..<40 {
+                group.addTask {
+                    let sink = MemorySink()
+                    let size = 10000 + i * 977
+                    _ = try await transport.download(HTTPRequest(url: server.url("/data/\(size)")), range: 5...Int64(size - 1),
+                                                     ifRange: nil, into: sink)
+                    return sink.assembled(5..<Int64(size)) == served(size, from: 5)
+                }
+            }
+            for try await ok in group { #expect(ok) }
+        }
+    }
+
+    @Test func refusedConnectionIsTransientAndNamesTheHostOnly() async throws {
+        let listener = try LoopbackHTTPServer { _ in .init() }
+        let port = listener.port
+        listener.stop()
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/x?sig=SECRET")!))
+        }
+        #expect(error?.code == .transient)
+        #expect(error?.message.contains("127.0.0.1") == true)
+        #expect(error?.message.contains("SECRET") == false)
+    }
+
+    @Test(arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd"])
+    func onlyHTTPIsSpoken(url: String) async throws {
+        let error = await #expect(throws: ProviderError.self) { try await transport.send(HTTPRequest(url: URL(string: url)!)) }
+        #expect(error?.code == .configuration)
+    }
+
+    @Test func sendCarriesMethodHeadersAndBody() async throws {
+        let server = try await faultServer()
+        let r = try await transport.send(HTTPRequest(method: "PROPFIND", url: server.url("/echo?q=1"),
+                                                     headers: ["Depth": "1", "X-Empty": ""], body: Data("<xml/>".utf8)))
+        let echo = try JSONSerialization.jsonObject(with: r.body) as? [String: Any]
+        let headers = echo?["headers"] as? [String: String]
+        #expect(echo?["method"] as? String == "PROPFIND")
+        #expect(echo?["body"] as? String == "<xml/>")
+        #expect(headers?["depth"] == "1")
+        #expect(headers?["x-empty"] == "")
+        #expect(r.head.url == server.url("/echo?q=1"))
+    }
+
+    @Test func tinySwiftServerFromTestSupportWorks() async throws {
+        let server = try LoopbackHTTPServer { request in
+            .init(status: 201, headers: [("X-Method", request.method)], body: request.body + Data(request.target.utf8))
+        }
+        let r = try await transport.send(HTTPRequest(method: "PUT", url: server.url("/p?x"), body: Data("hi".utf8)))
+        #expect(r.status == 201)
+        #expect(r.headers["x-method"] == "PUT")
+        #expect(r.body == Data("hi/p?x".utf8))
+    }
+}
