@@ -18,6 +18,8 @@ done
 # Files live on tmpfs so disk speed does not dominate.
 SHM=${BENCH_SHM:-/dev/shm}
 WORK=$(mktemp -d "$SHM/cloudsync-bench.XXXXXX")
+# Tokens that a run stores (refreshes) stay inside the run, never in the user's own state directory.
+export XDG_STATE_HOME="$WORK/state"
 RESULTS=${BENCH_RESULTS:-$BENCH/results}
 mkdir -p "$RESULTS"
 _pids=()

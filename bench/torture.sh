@@ -54,7 +54,9 @@ PY
 row() {
     local name=$1 fault=$2 want=$3 cfg=$4 expect=$5 rc=0 t0 files outcome secs
     t0=$(date +%s.%N)
-    timeout 300 env CLOUDSYNC_CONFIG="$cfg" "$BIN" pull >"$WORK/pull.out" 2>"$WORK/pull.err" || rc=$?
+    # Each row is a fresh account on a fresh fake: no tokens stored by an earlier row.
+    rm -rf "$WORK/state-$name"
+    timeout 300 env CLOUDSYNC_CONFIG="$cfg" XDG_STATE_HOME="$WORK/state-$name" "$BIN" pull >"$WORK/pull.out" 2>"$WORK/pull.err" || rc=$?
     secs=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
     local cache; cache=$(sed -n 's/^dir = "\(.*\)"/\1/p' "$cfg" | head -1)
     files=$(compare "$expect" "$cache/tracks/bench")

@@ -88,7 +88,7 @@ public enum AuthSetup {
                                    stateDirectory: URL, transport: any Transport, logger: Logger) throws -> any TokenSource {
         let store = TokenStore(stateDirectory: stateDirectory)
         let stored: StoredCredentials?
-        do { stored = try store.load(remoteName) } catch {
+        do { stored = try store.load(remoteName, for: provider) } catch {
             throw ProviderError(.unauthorized, error.message, cause: error)
         }
         func client() throws -> OAuthRefresher.Client {

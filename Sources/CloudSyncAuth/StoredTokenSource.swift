@@ -69,7 +69,7 @@ public actor StoredTokenSource: TokenSource {
 
     private func loadTokens() throws -> TokenSet? {
         do {
-            return try store.load(remoteName)?.tokenSet ?? seed
+            return try store.load(remoteName, for: provider)?.tokenSet ?? seed
         } catch {
             throw ProviderError(.unauthorized, error.message + " (remote '\(remoteName)')", cause: error)
         }
@@ -84,7 +84,7 @@ public actor StoredTokenSource: TokenSource {
         }
         defer { lock.unlock() }
         let stored: StoredCredentials?
-        do { stored = try store.load(remoteName) } catch {
+        do { stored = try store.load(remoteName, for: provider) } catch {
             throw ProviderError(.unauthorized, error.message, cause: error)
         }
         guard let current = stored?.tokenSet ?? seed else {

@@ -102,6 +102,14 @@ public struct TokenStore: Sendable {
         }
     }
 
+    /// The credentials stored for `remoteName` if they were stored for `provider`; nil when none, or when they
+    /// belong to another provider (the remote was re-pointed since `login`: those tokens are not this one's).
+    public func load(_ remoteName: String, for provider: String) throws(AuthError) -> StoredCredentials? {
+        guard let stored = try load(remoteName) else { return nil }
+        if let other = stored.provider, !other.isEmpty, other != provider { return nil }
+        return stored
+    }
+
     /// Replaces the stored credentials atomically (see the type's contract). Creates the folder (0700).
     public func save(_ credentials: StoredCredentials, for remoteName: String) throws(AuthError) {
         try ensureDirectory()

@@ -16,7 +16,7 @@ public struct AuthScheme: Sendable {
 public typealias ResponseClassifier = @Sendable (HTTPResponse) -> ProviderError?
 
 /// Sends API requests for one remote: adds the token, retries through the remote's pacer, refreshes the
-/// token once on `.tokenExpired`. Returns only successful responses; everything else throws `ProviderError`.
+/// token on `.tokenExpired` (again only when a different token is refused, at most three times). Returns only successful responses; everything else throws `ProviderError`.
 public struct APIClient: Sendable {
     public let transport: any Transport
     public let pacer: Pacer
@@ -45,7 +45,9 @@ public struct APIClient: Sendable {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let what = "\(request.method) \(redactedURL(request.url))"
         return try await pacer.run(what) {
-            var refreshed = false
+            // Tokens refused as expired by this request. Each refusal of a new token may refresh again (another
+            // job may have spent or replaced the fresh one meanwhile); the same token twice means refresh failed.
+            var rejected: Set<String> = []
             while true {
                 var req = request
                 var token: String?
@@ -58,8 +60,7 @@ public struct APIClient: Sendable {
                 let response = try await transport.send(req)
                 logger.debug("\(what) → \(response.status), \(response.body.count) B, \(String(format: "%.3f", Date().timeIntervalSince(started))) s")
                 guard let error = classify(response) else { return response }
-                if error.code == .tokenExpired, let tokens, let token, !refreshed {
-                    refreshed = true
+                if error.code == .tokenExpired, let tokens, let token, rejected.count < 3, rejected.insert(token).inserted {
                     _ = try await tokens.refresh(rejected: token)
                     continue
                 }

@@ -27,6 +27,17 @@ struct TokenStoreTests {
         #expect(try store.load("music") == nil)
     }
 
+    @Test("tokens stored for another provider are not this provider's (a remote re-pointed since login)")
+    func tokensOfAnotherProviderAreIgnored() throws {
+        let dir = try TemporaryDirectory()
+        let store = TokenStore(stateDirectory: dir.url)
+        try store.save(StoredCredentials(provider: "dropbox", accessToken: "a", refreshToken: "r"), for: "music")
+        #expect(try store.load("music", for: "onedrive") == nil)
+        #expect(try store.load("music", for: "dropbox")?.refreshToken == "r")
+        try store.save(StoredCredentials(accessToken: "imported"), for: "old")
+        #expect(try store.load("old", for: "onedrive")?.accessToken == "imported", "files without a provider still count")
+    }
+
     @Test("hostile remote names stay inside the tokens folder and never collide",
           arguments: ["../../etc/passwd", "a/b", ".hidden", "", "ü", "a%2Fb", "nul\u{0}x"])
     func hostileNames(name: String) throws {
