@@ -1,3 +1,4 @@
+import TestSupport
 @testable import CloudSyncCache
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
     /// Thousands of random inserts and removes, checked after each against a plain bitmap.
     @Test func rangeBookkeepingMatchesBitmap() {
         let s = seed("rangeBookkeepingMatchesBitmap")
-        var random = SplitMix(state: s)
+        var random = SeededRandom(seed: s)
         let size = 512
         for _ in 0..<20 {
             var set = RangeSet<Int64>()

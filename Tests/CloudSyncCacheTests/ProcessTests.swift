@@ -1,3 +1,4 @@
+import TestSupport
 import CloudSyncCache
 import CloudSyncCore
 import Foundation
@@ -36,7 +37,7 @@ import Testing
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("crash.flac", size: size))
         let s = seed("killNineLosesAtMostTheUncheckpointedBytes")
-        var random = SplitMix(state: s)
+        var random = SeededRandom(seed: s)
         var kills = 0
         var midWrite = 0
         for round in 0..<24 {

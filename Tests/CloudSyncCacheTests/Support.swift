@@ -22,18 +22,6 @@ func patternByte(_ offset: Int64) -> UInt8 {
 
 func pattern(_ range: Range<Int64>) -> [UInt8] { range.map(patternByte) }
 
-/// A seeded generator (SplitMix64) so property tests can print and replay their seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 func seed(_ name: String) -> UInt64 {
     if let text = ProcessInfo.processInfo.environment["CLOUDSYNC_TEST_SEED"], let value = UInt64(text) { return value }
     let value = UInt64.random(in: 0...UInt64.max)

@@ -1,3 +1,4 @@
+import TestSupport
 import CloudSyncConfig
 import CloudSyncCore
 import Foundation
@@ -75,19 +76,6 @@ struct ExampleConfigurationTests {
     }
 }
 
-/// SplitMix64: small, seeded, reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("Fuzzed configuration")
 struct FuzzTests {
     /// Bytes that matter to TOML's grammar, to make mutations hit interesting paths.
@@ -98,7 +86,7 @@ struct FuzzTests {
         let seed = ProcessInfo.processInfo.environment["CLOUDSYNC_FUZZ_SEED"].flatMap(UInt64.init)
             ?? UInt64(Date().timeIntervalSince1970 * 1000)
         print("config fuzz seed: \(seed) (rerun with CLOUDSYNC_FUZZ_SEED=\(seed))")
-        var random = SeededGenerator(seed: seed)
+        var random = SeededRandom(seed: seed)
         let original = Array(try Example.uncommented().utf8)
         var parsed = 0
         var rejected = 0

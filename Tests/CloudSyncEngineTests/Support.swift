@@ -1,3 +1,4 @@
+import TestSupport
 // Support for the engine's acceptance tests: the built `cloudsync` run as a subprocess with a temporary
 // config and cache, the fault-injecting fake (Tests/Fakes/files_fake.py), real WebDAV servers
 // (Tests/servers/start-webdav.sh), and seeded libraries of files.
@@ -37,32 +38,6 @@ enum Paths {
 struct TestFailure: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
-}
-
-/// SplitMix64: seeded, reproducible randomness for libraries and kill moments.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func bytes(_ count: Int) -> Data {
-        var data = Data(count: count)
-        data.withUnsafeMutableBytes { raw in
-            let words = raw.bindMemory(to: UInt8.self)
-            var i = 0
-            while i < count {
-                var w = next()
-                for _ in 0 ..< min(8, count - i) { words[i] = UInt8(truncatingIfNeeded: w); w >>= 8; i += 1 }
-            }
-        }
-        return data
-    }
 }
 
 /// A temporary directory removed by `cleanup()`.

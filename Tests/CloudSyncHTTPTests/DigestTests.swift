@@ -1,3 +1,4 @@
+import TestSupport
 import CloudSyncCore
 import Foundation
 import Testing
@@ -79,7 +80,7 @@ struct DigestTests {
     @Test(arguments: HashKind.allCases)
     func incrementalEqualsOneShot(kind: HashKind) {
         let data = generated(4_194_304 * 2 + 4321)
-        var rng = SplitMix64(seed: 0xC10D)
+        var rng = SeededRandom(seed: 0xC10D)
         var hasher = makeHasher(for: kind)
         var offset = 0
         while offset < data.count {
@@ -104,15 +105,3 @@ struct DigestTests {
     }
 }
 
-/// Small seeded generator so property tests can print and replay their seed.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

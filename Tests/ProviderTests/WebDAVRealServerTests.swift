@@ -1,3 +1,4 @@
+import TestSupport
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
@@ -79,7 +80,7 @@ struct GeneratedLibrary {
         let fm = FileManager.default
         let dir = fm.temporaryDirectory.appendingPathComponent("cloudsync-webdav-lib-\(UUID().uuidString)")
         var audio: [String: ([UInt8], Date)] = [:]
-        var generator = SplitMix64(seed: 0xC10D_5EED)
+        var generator = SeededRandom(seed: 0xC10D_5EED)
         var index = 0
         for folder in folders {
             let folderURL = folder.isEmpty ? dir : dir.appendingPathComponent(folder)
@@ -110,19 +111,6 @@ struct GeneratedLibrary {
     }
 
     func remove() { try? FileManager.default.removeItem(at: dir) }
-}
-
-/// Deterministic pseudo-random numbers (seeded; the seed is fixed so failures reproduce).
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 @Suite("WebDAV provider against real servers", .serialized, .timeLimit(.minutes(3)))

@@ -1,0 +1,35 @@
+import Foundation
+
+/// SplitMix64: small, seeded, reproducible randomness, so property and fuzz tests can print and replay their
+/// seed. The same seed gives the same sequence on every machine.
+public struct SeededRandom: RandomNumberGenerator {
+    public var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// `count` pseudo-random bytes.
+    public mutating func bytes(_ count: Int) -> Data {
+        var data = Data(count: count)
+        data.withUnsafeMutableBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var i = 0
+            while i < count {
+                var word = next()
+                for _ in 0 ..< min(8, count - i) {
+                    bytes[i] = UInt8(truncatingIfNeeded: word)
+                    word >>= 8
+                    i += 1
+                }
+            }
+        }
+        return data
+    }
+}
