@@ -100,6 +100,13 @@ struct Env {
 
     /// Writes a config for `url` with Basic auth demo/demo-pass and the given extra `[cache]`/`[pull]` lines.
     init(url: String, checkpoint: String = "256KiB", pull: [String] = []) throws {
+        try self.init(remoteLines: ["provider = \"webdav\"", "url = \"\(url)\"", "user = \"demo\"",
+                                    "password = \"env:CLOUDSYNC_TEST_PASSWORD\""],
+                      checkpoint: checkpoint, pull: pull)
+    }
+
+    /// Writes a config whose remote `lib` has the keys `remoteLines` (any provider).
+    init(remoteLines: [String], checkpoint: String = "256KiB", pull: [String] = []) throws {
         dir = try temporaryDirectory("env")
         let text = """
             [cache]
@@ -110,10 +117,7 @@ struct Env {
             \(pull.joined(separator: "\n"))
 
             [remote.\(remote)]
-            provider = "webdav"
-            url = "\(url)"
-            user = "demo"
-            password = "env:CLOUDSYNC_TEST_PASSWORD"
+            \(remoteLines.joined(separator: "\n"))
 
             """
         try text.write(to: config, atomically: true, encoding: .utf8)
