@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,6 +30,8 @@ public final class LoopbackHTTPServer: @unchecked Sendable {
 
     public let port: Int
     private let listener: Int32
+    /// Set once the listener is closed: closing an fd twice could close a socket that reused its number.
+    private let stopped = Mutex(false)
     private let handler: @Sendable (Request) -> Response
 
     public init(handler: @escaping @Sendable (Request) -> Response) throws {
@@ -65,8 +68,12 @@ public final class LoopbackHTTPServer: @unchecked Sendable {
 
     /// Closes the listening socket; connections in progress finish.
     public func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
+        stopped.withLock { done in
+            guard !done else { return }
+            done = true
+            shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+        }
     }
 
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }

@@ -82,9 +82,12 @@ public final class ChildProcess: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardInput = stdin
         try process.run()
-        // A plain thread doing blocking reads: FileHandle.availableData traps on EAGAIN.
-        let fd = stdout.fileHandleForReading.fileDescriptor
-        Thread.detachNewThread { [weak self] in
+        // A plain thread doing blocking reads: FileHandle.availableData traps on EAGAIN. The thread owns the
+        // handle, so the descriptor stays open until it has read EOF: a descriptor closed under it could be
+        // reused by another socket (a curl connection) whose bytes it would then steal.
+        let handle = stdout.fileHandleForReading
+        Thread.detachNewThread { [weak self, handle] in
+            let fd = handle.fileDescriptor
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
                 let n = read(fd, &buffer, buffer.count)
