@@ -14,7 +14,6 @@ public final class DropboxProvider: Provider {
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
-    private let tokens: any TokenSource
     private let audio: AudioFilter
     private let logger: Logger
 
@@ -24,7 +23,6 @@ public final class DropboxProvider: Provider {
     public init(options: DropboxOptions, transport: any Transport, pacer: Pacer, tokens: any TokenSource,
                 audio: AudioFilter, logger: Logger) {
         self.options = options
-        self.tokens = tokens
         self.audio = audio
         self.logger = logger
         let name = options.remoteName
@@ -247,9 +245,8 @@ public final class DropboxProvider: Provider {
         } else {
             target = try options.normalizedRoot() + "/" + file.path
         }
-        let token = try await tokens.accessToken()
         return DownloadRequest(method: "POST", url: url, headers: [
-            (name: "Authorization", value: "Bearer \(token)"),
+            (name: "Authorization", value: try await client.authorization() ?? ""),
             (name: "Dropbox-API-Arg", value: DropboxAPI.pathArg(target)),
             // An empty value: libcurl would otherwise label a POST application/x-www-form-urlencoded, which the
             // content host refuses (it wants no type, an empty one, or application/octet-stream).
@@ -260,11 +257,7 @@ public final class DropboxProvider: Provider {
     /// After a 401 from the content host, refreshes the token when `rejected` carried the current one (another
     /// caller may have refreshed it already), then resolves again. Other statuses just resolve again.
     public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
-        if status == 401,
-           let auth = rejected.headers.first(where: { $0.name.caseInsensitiveCompare("Authorization") == .orderedSame })?.value,
-           auth.hasPrefix("Bearer ") {
-            _ = try await tokens.refresh(rejected: String(auth.dropFirst("Bearer ".count)))
-        }
+        if status == 401 { try await client.refreshToken(carriedBy: rejected.headers) }
         return try await resolveDownload(for: file)
     }
 

@@ -19,7 +19,6 @@ public final class GoogleDriveProvider: Provider {
     private let client: APIClient
     /// Like `client`, but hands back a 403 `cannotDownloadAbusiveFile` answer instead of throwing (download probe).
     private let probeClient: APIClient
-    private let tokens: any TokenSource
     private let audio: AudioFilter
     private let logger: Logger
 
@@ -29,7 +28,6 @@ public final class GoogleDriveProvider: Provider {
     public init(options: GoogleDriveOptions, transport: any Transport, pacer: Pacer, tokens: any TokenSource,
                 audio: AudioFilter, logger: Logger) {
         self.options = options
-        self.tokens = tokens
         self.audio = audio
         self.logger = logger
         let name = options.remoteName
@@ -286,10 +284,7 @@ public final class GoogleDriveProvider: Provider {
         let acknowledged = rejected.url.query?.contains("acknowledgeAbuse=true") ?? false
         switch status {
         case 401:
-            if let header = rejected.headers.first(where: { $0.name.lowercased() == "authorization" })?.value,
-               header.hasPrefix("Bearer ") {
-                _ = try await tokens.refresh(rejected: String(header.dropFirst("Bearer ".count)))
-            }
+            try await client.refreshToken(carriedBy: rejected.headers)
             return try await request(for: file, acknowledgingAbuse: acknowledged)
         case 403:
             var probe = HTTPRequest(url: try downloadURL(for: file, acknowledgingAbuse: acknowledged))
@@ -330,8 +325,8 @@ public final class GoogleDriveProvider: Provider {
 
     private func request(for file: RemoteFile, acknowledgingAbuse: Bool) async throws -> DownloadRequest {
         let url = try downloadURL(for: file, acknowledgingAbuse: acknowledgingAbuse)
-        let token = try await tokens.accessToken()
-        return DownloadRequest(url: url, headers: [(name: "Authorization", value: "Bearer \(token)")], sendsAuthOnRedirect: false)
+        return DownloadRequest(url: url, headers: [(name: "Authorization", value: try await client.authorization() ?? "")],
+                               sendsAuthOnRedirect: false)
     }
 }
 

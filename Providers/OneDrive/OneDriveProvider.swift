@@ -16,7 +16,6 @@ public final class OneDriveProvider: Provider {
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
-    private let tokens: any TokenSource
     private let audio: AudioFilter
     private let logger: Logger
 
@@ -26,7 +25,6 @@ public final class OneDriveProvider: Provider {
     public init(options: OneDriveOptions, transport: any Transport, pacer: Pacer, tokens: any TokenSource,
                 audio: AudioFilter, logger: Logger) {
         self.options = options
-        self.tokens = tokens
         self.audio = audio
         self.logger = logger
         let name = options.remoteName
@@ -237,10 +235,7 @@ public final class OneDriveProvider: Provider {
     /// 401, the token is refreshed first (`TokenSource.refresh(rejected:)`); then the download is resolved anew
     /// (a fresh pre-authenticated URL).
     public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
-        if status == 401, let auth = rejected.headers.first(where: { $0.name.caseInsensitiveCompare("Authorization") == .orderedSame })?.value,
-           auth.hasPrefix("Bearer ") {
-            _ = try await tokens.refresh(rejected: String(auth.dropFirst("Bearer ".count)))
-        }
+        if status == 401 { try await client.refreshToken(carriedBy: rejected.headers) }
         return try await resolveDownload(for: file)
     }
 

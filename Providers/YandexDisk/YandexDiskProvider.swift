@@ -13,7 +13,6 @@ public final class YandexDiskProvider: Provider {
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
-    private let tokens: any TokenSource
     private let audio: AudioFilter
     private let logger: Logger
     private let root: [String]
@@ -24,7 +23,6 @@ public final class YandexDiskProvider: Provider {
     public init(options: YandexOptions, transport: any Transport, pacer: Pacer, tokens: any TokenSource,
                 audio: AudioFilter, logger: Logger) {
         self.options = options
-        self.tokens = tokens
         self.audio = audio
         self.logger = logger
         self.root = YandexAPI.rootSegments(options.root)
@@ -281,9 +279,8 @@ public final class YandexDiskProvider: Provider {
             throw ProviderError(.invalidResponse, "Yandex.Disk gave no usable download link for '\(file.path)' of remote '\(remoteName)'; try again later or check api_url")
         }
         let method = (link.method?.isEmpty == false ? link.method : nil)?.uppercased() ?? "GET"
-        let token = try await tokens.accessToken()
         return DownloadRequest(method: method, url: target,
-                               headers: [(name: "Authorization", value: "\(AuthScheme.oauth.scheme) \(token)")],
+                               headers: [(name: "Authorization", value: try await client.authorization() ?? "")],
                                expiresAt: nil, sendsAuthOnRedirect: true)
     }
 
@@ -291,10 +288,7 @@ public final class YandexDiskProvider: Provider {
     /// refreshed first (once, shared with concurrent callers; a token already replaced is not refreshed again);
     /// then, for every status, a new href is resolved (one API call).
     public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
-        if status == 401, let sent = rejected.headers.first(where: { $0.name.caseInsensitiveCompare("Authorization") == .orderedSame })?.value {
-            let prefix = "\(AuthScheme.oauth.scheme) "
-            if sent.hasPrefix(prefix) { _ = try await tokens.refresh(rejected: String(sent.dropFirst(prefix.count))) }
-        }
+        if status == 401 { try await client.refreshToken(carriedBy: rejected.headers) }
         logger.debug("yandex \(remoteName): download host answered \(status) for '\(file.path)'; asking for a new link")
         return try await resolveDownload(for: file)
     }

@@ -41,6 +41,17 @@ public struct APIClient: Sendable {
         return "\(auth.scheme) \(try await tokens.accessToken())"
     }
 
+    /// After a content host refused a download with 401: refreshes the token when `headers` carried this
+    /// client's current one (`Authorization: <scheme> <token>`); a token another caller already replaced is not
+    /// refreshed again. Headers without this client's token (pre-authenticated links) change nothing.
+    public func refreshToken(carriedBy headers: [(name: String, value: String)]) async throws {
+        let prefix = "\(auth.scheme) "
+        guard let tokens,
+              let sent = headers.first(where: { $0.name.caseInsensitiveCompare("Authorization") == .orderedSame })?.value,
+              sent.hasPrefix(prefix) else { return }
+        _ = try await tokens.refresh(rejected: String(sent.dropFirst(prefix.count)))
+    }
+
     /// Sends `request` with auth, retrying transient failures and refreshing an expired token once.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let what = "\(request.method) \(redactedURL(request.url))"
