@@ -116,10 +116,12 @@ public struct Sync: Sendable {
                     listing.gone.insert(path)
                 }
             }
+            // A moved file keeps its id: its old path is gone. (Index by id once, not a scan per upsert.)
+            var pathsByID: [String: [String]] = [:]
+            for (path, file) in listing.files { if let id = file.providerID { pathsByID[id, default: []].append(path) } }
             for (path, file) in upserts {
-                // A moved file keeps its id: its old path is gone.
                 if let id = file.providerID {
-                    for (oldPath, old) in listing.files where old.providerID == id && oldPath != path {
+                    for oldPath in pathsByID[id] ?? [] where oldPath != path && listing.files[oldPath]?.providerID == id {
                         listing.files[oldPath] = nil
                         listing.gone.insert(oldPath)
                     }
