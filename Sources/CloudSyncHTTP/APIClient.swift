@@ -47,7 +47,7 @@ public struct APIClient: Sendable {
     public func refreshToken(carriedBy headers: [(name: String, value: String)]) async throws {
         let prefix = "\(auth.scheme) "
         guard let tokens,
-              let sent = headers.first(where: { $0.name.caseInsensitiveCompare("Authorization") == .orderedSame })?.value,
+              let sent = headers.first(where: { ASCII.equalsIgnoringCase($0.name, "Authorization") })?.value,
               sent.hasPrefix(prefix) else { return }
         _ = try await tokens.refresh(rejected: String(sent.dropFirst(prefix.count)))
     }

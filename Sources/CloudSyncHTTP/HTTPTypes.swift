@@ -10,12 +10,12 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
 
     /// The first value of `name`.
     public subscript(name: String) -> String? {
-        fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        fields.first { ASCII.equalsIgnoringCase($0.name, name) }?.value
     }
 
     /// Every value of `name`, in order.
     public func values(_ name: String) -> [String] {
-        fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+        fields.filter { ASCII.equalsIgnoringCase($0.name, name) }.map(\.value)
     }
 
     /// Replaces every field named `name` with one, or removes them when `value` is nil.
@@ -27,7 +27,7 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     public mutating func add(_ name: String, _ value: String) { fields.append((name, value)) }
 
     public mutating func remove(_ name: String) {
-        fields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        fields.removeAll { ASCII.equalsIgnoringCase($0.name, name) }
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }

@@ -1,3 +1,4 @@
+import CloudSyncCore
 import Foundation
 
 /// Limits of what a request may look like; anything beyond is refused before it costs memory.
@@ -27,11 +28,11 @@ struct RequestHead: Sendable {
 
     /// The first value of `name` (case-insensitive).
     func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { ASCII.equalsIgnoringCase($0.name, name) }?.value
     }
 
     func values(_ name: String) -> [String] {
-        headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+        headers.filter { ASCII.equalsIgnoringCase($0.name, name) }.map(\.value)
     }
 
     /// The path part of the target (before `?`), still percent-encoded.
@@ -136,8 +137,8 @@ enum RequestParser {
             if valueBytes.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
                 throw RequestError(status: 400, reason: "control character in a header value")
             }
-            let value = String(decoding: valueBytes, as: UTF8.self)
-            headers.append((String(decoding: nameBytes, as: UTF8.self), value.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))))
+            headers.append((String(decoding: nameBytes, as: UTF8.self),
+                            String(decoding: ASCII.trimmingSpaces(valueBytes), as: UTF8.self)))
         }
         let head = RequestHead(method: method, target: target, minorVersion: minor, headers: headers)
         if minor == 1, head.values("Host").count != 1 {

@@ -96,3 +96,29 @@ struct HeaderParsingTests {
         #expect(CurlTransport.sameOrigin(try #require(URL(string: a)), try #require(URL(string: b))) == same)
     }
 }
+
+/// The byte-level helpers the transport and the server parse fields with.
+struct ASCIIFieldTests {
+    @Test(arguments: [
+        ("Content-Range", "content-range", true), ("ETAG", "ETag", true), ("x", "x", true), ("", "", true),
+        ("ETag", "ETa", false), ("Etag-", "ETag", false), ("[", "{", false),  // '[' | 0x20 == '{' must not match
+        ("Ä", "ä", false),  // only ASCII letters fold
+    ])
+    func caseInsensitiveNames(a: String, b: String, equal: Bool) {
+        #expect(ASCII.equalsIgnoringCase(a, b) == equal)
+        #expect(ASCII.equalsIgnoringCase(b, a) == equal)
+    }
+
+    @Test(arguments: [(" \t v a l \t ", "v a l"), ("", ""), ("   ", ""), ("x", "x"), ("\tx", "x")])
+    func trimsOptionalWhitespaceOnly(raw: String, trimmed: String) {
+        #expect(String(decoding: ASCII.trimmingSpaces(Array(raw.utf8)), as: UTF8.self) == trimmed)
+    }
+
+    @Test func headerLookupIgnoresCase() {
+        var headers: HTTPHeaders = ["Content-Length": "5", "set-cookie": "a", "Set-Cookie": "b"]
+        #expect(headers["content-length"] == "5")
+        #expect(headers.values("SET-COOKIE") == ["a", "b"])
+        headers.remove("SET-cookie")
+        #expect(headers.values("set-cookie").isEmpty)
+    }
+}

@@ -51,7 +51,7 @@ let total = try await withThrowingTaskGroup(of: Int64.self) { group in
         let path = paths[next]
         next += 1
         group.addTask {
-            let sink = try PwriteSink(path: out + "/" + path.replacingOccurrences(of: "/", with: "_"))
+            let sink = try PwriteSink(path: out + "/" + path.split(separator: "/").joined(separator: "_"))
             guard let url = URL(string: base + path) else { throw ProviderError(.configuration, "bad URL \(base + path)") }
             let outcome = try await transport.download(HTTPRequest(url: url), range: nil, ifRange: nil, into: sink)
             guard outcome.head.status == 200 else {
