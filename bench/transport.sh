@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side transport benchmark on loopback: curl (4 parallel, one process) vs CurlTransport
-# (transport-bench, 4 concurrent, pwrite into files). nginx serves files from tmpfs on a free port.
+# (transport-bench, 4 concurrent, pwrite into files). "CurlTransport(4)" schedules its tasks on the
+# transport's executor (the network thread, like curl's single thread); "CT global pool" on Swift's
+# cooperative pool, which costs two thread switches per request. nginx serves files from tmpfs on a free port.
 # Prints MiB/s, CPU seconds per GiB and peak RSS for each workload. QUICK=1 uses smaller workloads.
 # Usage: bench/transport.sh            (from the repository root; builds transport-bench in release)
 set -euo pipefail
@@ -101,6 +103,7 @@ for w in "${WORKLOADS[@]}"; do
     curl -fs -o /dev/null "http://127.0.0.1:$PORT/$label/f0"
     printf "%-16s %-16s %s\n" "$count x $label" "curl -Z (4)" "$(measure $total curl -fsS -Z --parallel-max 4 -K "$WORK/curl.cfg")"
     printf "%-16s %-16s %s\n" "$count x $label" "CurlTransport(4)" "$(measure $total "$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4)"
+    printf "%-16s %-16s %s\n" "$count x $label" "CT global pool" "$(measure $total "$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4 --global)"
     for kib in ${BUFFERS:-}; do
         printf "%-16s %-16s %s\n" "$count x $label" "CT buf ${kib}KiB" "$(measure $total "$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4 --buffer-kib "$kib")"
     done

@@ -49,6 +49,14 @@ public final class CurlTransport: Transport {
 
     deinit { loop.shutdown() }
 
+    /// The transport's network thread as a task executor. Code run under
+    /// `withTaskExecutorPreference(transport.executor)` resumes on that thread after each transfer, which
+    /// saves two thread switches per request; it must not block (no fsync, no long computation).
+    public var executor: any TaskExecutor { loop }
+
+    /// Whether the caller runs on the transport's network thread (for tests of `executor`).
+    var isOnNetworkThread: Bool { loop.onLoopThread }
+
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let (final, result) = try await follow(request, extraHeaders: [], acceptsCompression: true) {
             .collect(limit: options.maxResponseBody)
