@@ -136,7 +136,7 @@ private final class MultistatusDelegate: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
         guard let name = stack.popLast() else { return }
         let parent = stack.last
-        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = ASCII.trimmed(text)
         defer { text = "" }
         if propstat != nil, let parent {
             // Direct children of <prop>.

@@ -1,3 +1,4 @@
+import CloudSyncCore
 import Foundation
 
 /// Percent-encoding and href resolution, done by hand: servers encode different characters (Apache keeps
@@ -76,7 +77,7 @@ enum WebDAVPath {
     /// compared because the href is only used to name an entry, never fetched), an absolute path or a
     /// relative reference. Query and fragment are cut. Nil when it cannot be decoded.
     static func resolve(href: String, requestPath: String) -> [String]? {
-        var ref = Substring(href.trimmingCharacters(in: .whitespacesAndNewlines))
+        var ref = Substring(ASCII.trimmed(href))
         if let cut = ref.firstIndex(where: { $0 == "?" || $0 == "#" }) { ref = ref[..<cut] }
         if let schemeEnd = ref.range(of: "://"), ref[..<schemeEnd.lowerBound].allSatisfy({ $0.isLetter || $0 == "+" || $0 == "-" || $0 == "." }),
            !ref[..<schemeEnd.lowerBound].isEmpty {

@@ -19,6 +19,8 @@ public final class WebDAVProvider: Provider {
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
+    /// `options.url` and `options.root` checked and split once; a bad URL fails every call the same way.
+    private let base: Result<BaseLocation, ProviderError>
     private let audio: AudioFilter
     private let logger: Logger
     /// Hash kinds seen in `oc:checksums` so far.
@@ -30,6 +32,7 @@ public final class WebDAVProvider: Provider {
         self.options = options
         self.audio = audio
         self.logger = logger
+        base = Result { try Self.baseLocation(options) }.mapError { $0 as? ProviderError ?? ProviderError(.configuration, "\($0)") }
         let host = options.url.host ?? "<no host>"
         let name = options.remoteName
         self.client = APIClient(transport: transport, pacer: pacer, tokens: nil, logger: logger) { response in
@@ -111,8 +114,11 @@ public final class WebDAVProvider: Provider {
         }
     }
 
-    func baseLocation() throws -> BaseLocation {
+    func baseLocation() throws -> BaseLocation { try base.get() }
+
+    private static func baseLocation(_ options: WebDAVOptions) throws -> BaseLocation {
         let url = options.url
+        let remoteName = options.remoteName
         guard var comps = URLComponents(url: url, resolvingAgainstBaseURL: false),
               let scheme = comps.scheme?.lowercased(), scheme == "http" || scheme == "https", comps.host?.isEmpty == false else {
             throw ProviderError(.configuration,

@@ -79,7 +79,7 @@ public final class EntryWriter: Sendable {
     private let lock: Mutex<EntryLock?>
 
     private struct Pending {
-        var ranges = RangeSet<Int64>()
+        var ranges = AppendingRanges()
         var bytesSinceCheckpoint: Int64 = 0
         var open = true
     }
@@ -150,7 +150,7 @@ public final class EntryWriter: Sendable {
     /// Bytes present: committed to the index or written and pending.
     public func presentRanges() -> RangeSet<Int64> {
         var all = durable.withLock { $0.committed }
-        all.formUnion(pending.withLock { $0.ranges })
+        all.formUnion(pending.withLock { $0.ranges.set })
         return all
     }
 
@@ -181,7 +181,7 @@ public final class EntryWriter: Sendable {
         }
         if bytes.isEmpty { return }
         pending.withLock {
-            $0.ranges.insert(contentsOf: offset..<end)
+            $0.ranges.insert(offset..<end)
             $0.bytesSinceCheckpoint += Int64(bytes.count)
         }
     }
@@ -206,7 +206,7 @@ public final class EntryWriter: Sendable {
             guard !d.completed else { return }
             let snapshot = pending.withLock { p in
                 p.bytesSinceCheckpoint = 0
-                return p.ranges
+                return p.ranges.set
             }
             d.lastCheckpoint = .now
             if snapshot.isEmpty { return }
@@ -371,4 +371,44 @@ func preadAll(fd: Int32, range: Range<Int64>, display: String, cacheRoot: String
     }
     if failure != 0 { throw CacheError.system("read", errno: failure, path: display, cacheRoot: cacheRoot) }
     return data
+}
+
+/// A range set that absorbs in-order writes cheaply: a write that continues the previous one extends a
+/// pending tail instead of inserting into the `RangeSet` (an unspecialised generic call per write callback).
+struct AppendingRanges {
+    private var stored = RangeSet<Int64>()
+    private var tail: Range<Int64>?
+
+    /// Every range inserted and not removed.
+    var set: RangeSet<Int64> {
+        guard let tail else { return stored }
+        var all = stored
+        all.insert(contentsOf: tail)
+        return all
+    }
+
+    mutating func insert(_ range: Range<Int64>) {
+        if range.isEmpty { return }
+        if let t = tail, range.lowerBound == t.upperBound {
+            tail = t.lowerBound ..< range.upperBound
+            return
+        }
+        flush()
+        tail = range
+    }
+
+    mutating func subtract(_ other: RangeSet<Int64>) {
+        flush()
+        stored.subtract(other)
+    }
+
+    mutating func remove(contentsOf range: Range<Int64>) {
+        flush()
+        stored.remove(contentsOf: range)
+    }
+
+    private mutating func flush() {
+        if let tail { stored.insert(contentsOf: tail) }
+        tail = nil
+    }
 }

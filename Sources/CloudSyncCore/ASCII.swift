@@ -17,17 +17,40 @@ public enum ASCII {
         }
     }
 
-    /// `bytes` without leading and trailing spaces and tabs (HTTP's optional whitespace, RFC 9110 §5.6.3).
+    /// `bytes` without leading and trailing space, tab, CR and LF: HTTP's optional whitespace (RFC 9110 §5.6.3)
+    /// and XML's white space (XML 1.0 §2.3).
     @inlinable
-    public static func trimmingSpaces<C: BidirectionalCollection>(_ bytes: C) -> C.SubSequence where C.Element == UInt8 {
+    public static func trimmingWhitespace<C: BidirectionalCollection>(_ bytes: C) -> C.SubSequence where C.Element == UInt8 {
         var start = bytes.startIndex, end = bytes.endIndex
-        while start != end, bytes[start] == 0x20 || bytes[start] == 0x09 { bytes.formIndex(after: &start) }
+        while start != end, isWhitespace(bytes[start]) { bytes.formIndex(after: &start) }
         while end != start {
             let last = bytes.index(before: end)
-            guard bytes[last] == 0x20 || bytes[last] == 0x09 else { break }
+            guard isWhitespace(bytes[last]) else { break }
             end = last
         }
         return bytes[start ..< end]
+    }
+
+    /// `text` without leading and trailing space, tab, CR and LF.
+    @inlinable
+    public static func trimmed(_ text: some StringProtocol) -> String {
+        String(decoding: trimmingWhitespace(Array(text.utf8)), as: UTF8.self)
+    }
+
+    /// Whether `text` starts with `prefix`, ASCII letters compared case-insensitively.
+    @inlinable
+    public static func hasPrefixIgnoringCase(_ text: some StringProtocol, _ prefix: String) -> Bool {
+        var count = 0
+        for (a, b) in zip(text.utf8, prefix.utf8) {
+            guard lowered(a) == lowered(b) else { return false }
+            count += 1
+        }
+        return count == prefix.utf8.count
+    }
+
+    @inlinable @inline(__always)
+    public static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A
     }
 
     @inlinable @inline(__always)

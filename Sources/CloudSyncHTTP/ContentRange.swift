@@ -1,3 +1,4 @@
+import CloudSyncCore
 import Foundation
 
 /// A parsed `Content-Range` header (RFC 9110 §14.4): `bytes first-last/complete`, `bytes first-last/*`,
@@ -15,9 +16,9 @@ public struct ContentRange: Sendable, Hashable {
 
     /// Parses `text`; nil when it is malformed (including last < first, or last ≥ total).
     public init?(_ text: String) {
-        let t = text.trimmingCharacters(in: .whitespaces)
-        guard t.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = t.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let t = ASCII.trimmed(text)
+        guard ASCII.hasPrefixIgnoringCase(t, "bytes ") else { return nil }
+        let spec = ASCII.trimmed(t.dropFirst(6))
         let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
         if parts[1] == "*" {

@@ -245,8 +245,8 @@ final class Exchange: @unchecked Sendable {
             decideTarget()
             if failure != nil { return 0 }
         } else if let colon = line.firstIndex(of: 0x3A) {
-            headers.add(String(decoding: ASCII.trimmingSpaces(line[..<colon]), as: UTF8.self),
-                        String(decoding: ASCII.trimmingSpaces(line[(colon + 1)...]), as: UTF8.self))
+            headers.add(String(decoding: ASCII.trimmingWhitespace(line[..<colon]), as: UTF8.self),
+                        String(decoding: ASCII.trimmingWhitespace(line[(colon + 1)...]), as: UTF8.self))
         }
         return bytes.count
     }

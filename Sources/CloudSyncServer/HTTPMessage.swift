@@ -138,7 +138,7 @@ enum RequestParser {
                 throw RequestError(status: 400, reason: "control character in a header value")
             }
             headers.append((String(decoding: nameBytes, as: UTF8.self),
-                            String(decoding: ASCII.trimmingSpaces(valueBytes), as: UTF8.self)))
+                            String(decoding: ASCII.trimmingWhitespace(valueBytes), as: UTF8.self)))
         }
         let head = RequestHead(method: method, target: target, minorVersion: minor, headers: headers)
         if minor == 1, head.values("Host").count != 1 {

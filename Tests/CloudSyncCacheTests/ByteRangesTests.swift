@@ -26,6 +26,38 @@ import Testing
         }
     }
 
+    /// The writer's pending ranges: mostly in-order appends (as downloads write), with jumps, subtracts and
+    /// removes mixed in, checked after each step against a plain bitmap.
+    @Test func appendingRangesMatchBitmap() {
+        let s = seed("appendingRangesMatchBitmap")
+        var random = SeededRandom(seed: s)
+        let size = 512
+        for _ in 0..<20 {
+            var ranges = AppendingRanges()
+            var bitmap = [Bool](repeating: false, count: size)
+            var cursor = 0
+            for _ in 0..<300 {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<6:  // continue the last write, or start elsewhere
+                    if Int.random(in: 0..<5, using: &random) == 0 { cursor = Int.random(in: 0..<size, using: &random) }
+                    let end = min(size, cursor + Int.random(in: 0...40, using: &random))
+                    ranges.insert(Int64(cursor)..<Int64(end))
+                    for i in cursor..<end { bitmap[i] = true }
+                    cursor = end
+                case 6..<8:  // a checkpoint committed some of them
+                    let a = Int.random(in: 0..<size, using: &random), b = min(size, a + Int.random(in: 0...100, using: &random))
+                    ranges.subtract(RangeSet(Int64(a)..<Int64(b)))
+                    for i in a..<b { bitmap[i] = false }
+                default:
+                    let a = Int.random(in: 0..<size, using: &random), b = min(size, a + Int.random(in: 0...30, using: &random))
+                    ranges.remove(contentsOf: Int64(a)..<Int64(b))
+                    for i in a..<b { bitmap[i] = false }
+                }
+                check(ranges.set, against: bitmap, seed: s)
+            }
+        }
+    }
+
     private func check(_ set: RangeSet<Int64>, against bitmap: [Bool], seed: UInt64) {
         let size = Int64(bitmap.count)
         #expect(set.byteCount == Int64(bitmap.filter { $0 }.count), "seed \(seed)")

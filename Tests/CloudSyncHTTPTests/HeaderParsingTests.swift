@@ -111,7 +111,7 @@ struct ASCIIFieldTests {
 
     @Test(arguments: [(" \t v a l \t ", "v a l"), ("", ""), ("   ", ""), ("x", "x"), ("\tx", "x")])
     func trimsOptionalWhitespaceOnly(raw: String, trimmed: String) {
-        #expect(String(decoding: ASCII.trimmingSpaces(Array(raw.utf8)), as: UTF8.self) == trimmed)
+        #expect(String(decoding: ASCII.trimmingWhitespace(Array(raw.utf8)), as: UTF8.self) == trimmed)
     }
 
     @Test func headerLookupIgnoresCase() {

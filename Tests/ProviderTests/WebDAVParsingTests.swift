@@ -173,6 +173,7 @@ struct WebDAVUnitTests {
         "Mon, 30 Nov 2026 20:55:24 GMT", "Mon, 30 Nov 2026 21:55:24 +0100", "Mon, 30 Nov 2026 15:55:24 -0500",
         "Monday, 30-Nov-26 20:55:24 GMT", "Mon Nov 30 20:55:24 2026", "Mon Nov 30 20:55:24 UTC 2026",
         "2026-11-30T20:55:24Z", "2026-11-30T22:55:24+02:00", "2026-11-30T20:55:24.000Z", "Mon, 30 Nov 2026 20:55:24 UTC",
+        "Mon, 30 NOV 2026 20:55:24 GMT", " Mon, 30 Nov 2026 20:55:24 GMT\r\n",
     ])
     func dates(_ text: String) {
         #expect(WebDAVDate.parse(text) == Date(timeIntervalSince1970: 1_796_072_124))
