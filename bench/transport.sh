@@ -3,7 +3,8 @@
 # (transport-bench, 4 concurrent, pwrite into files). "CurlTransport(4)" schedules its tasks on the
 # transport's executor (the network thread, like curl's single thread); "CT global pool" on Swift's
 # cooperative pool, which costs two thread switches per request. nginx serves files from tmpfs on a free port.
-# Prints MiB/s, CPU seconds per GiB and peak RSS for each workload. QUICK=1 uses smaller workloads.
+# Prints MiB/s, CPU seconds per GiB and peak RSS for each workload. QUICK=1 uses smaller workloads;
+# RUNS (default 5) repetitions per client, interleaved, give medians; BUFFERS="16 100" adds buffer-size rows.
 # Usage: bench/transport.sh            (from the repository root; builds transport-bench in release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,12 +66,12 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
-# measure NAME CMD...: runs CMD under /usr/bin/time -v, prints "MiB/s CPU-s/GiB RSS-MiB".
+# measure CLIENT BYTES CMD...: runs CMD under /usr/bin/time -v and appends "CLIENT MiB/s CPU-s/GiB RSS-MiB" to $ROWS.
 measure() {
-    local bytes=$1; shift
+    local client=$1 bytes=$2; shift 2
     rm -rf "$WORK/out"; mkdir -p "$WORK/out"
-    /usr/bin/time -v -o "$WORK/time.txt" "$@" >/dev/null
-    python3 - "$WORK/time.txt" "$bytes" <<'PY'
+    /usr/bin/time -v -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/stderr.txt" || { cat "$WORK/stderr.txt" >&2; exit 1; }
+    python3 - "$WORK/time.txt" "$bytes" "$client" >>"$ROWS" <<'PY'
 import sys, re
 t = open(sys.argv[1]).read()
 b = int(sys.argv[2])
@@ -80,11 +81,12 @@ user, sys_ = float(f("User time (seconds)")), float(f("System time (seconds)"))
 el = f("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")
 secs = sum(float(x) * 60 ** i for i, x in enumerate(reversed(el)))
 rss = int(f("Maximum resident set size (kbytes)")) / 1024
-gib = b / 2**30
-print("%9.0f %9.2f %8.1f" % (b / 2**20 / secs, (user + sys_) / gib, rss))
+print("%s\t%.1f\t%.3f\t%.1f" % (sys.argv[3], b / 2**20 / max(secs, 0.01), (user + sys_) / (b / 2**30), rss))
 PY
 }
 
+RUNS=${RUNS:-5}
+echo "Each client runs $RUNS times, interleaved; medians of MiB/s and CPU-s/GiB, peak RSS of any run."
 printf "%-16s %-16s %9s %9s %8s\n" workload client "MiB/s" "CPU-s/GiB" "RSS-MiB"
 for w in "${WORKLOADS[@]}"; do
     set -- $w
@@ -101,10 +103,22 @@ for w in "${WORKLOADS[@]}"; do
     total=$((count * size))
     # Warm the page cache and nginx once.
     curl -fs -o /dev/null "http://127.0.0.1:$PORT/$label/f0"
-    printf "%-16s %-16s %s\n" "$count x $label" "curl -Z (4)" "$(measure $total curl -fsS -Z --parallel-max 4 -K "$WORK/curl.cfg")"
-    printf "%-16s %-16s %s\n" "$count x $label" "CurlTransport(4)" "$(measure $total "$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4)"
-    printf "%-16s %-16s %s\n" "$count x $label" "CT global pool" "$(measure $total "$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4 --global)"
-    for kib in ${BUFFERS:-}; do
-        printf "%-16s %-16s %s\n" "$count x $label" "CT buf ${kib}KiB" "$(measure $total "$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4 --buffer-kib "$kib")"
+    ROWS=$WORK/rows.txt; : > "$ROWS"
+    ct=("$BENCH" --base "http://127.0.0.1:$PORT/" --list "$WORK/list.txt" --out "$WORK/out" --jobs 4)
+    for _ in $(seq "$RUNS"); do
+        measure "curl -Z (4)" $total curl -fsS -Z --parallel-max 4 -K "$WORK/curl.cfg"
+        measure "CurlTransport(4)" $total "${ct[@]}"
+        measure "CT global pool" $total "${ct[@]}" --global
+        for kib in ${BUFFERS:-}; do measure "CT buf ${kib}KiB" $total "${ct[@]}" --buffer-kib "$kib"; done
     done
+    python3 - "$ROWS" "$count x $label" <<'PY'
+import sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    client, rate, cpu, rss = line.rstrip("\n").split("\t")
+    rows.setdefault(client, []).append((float(rate), float(cpu), float(rss)))
+for client, v in rows.items():
+    print("%-16s %-16s %9.0f %9.2f %8.1f" % (sys.argv[2], client, statistics.median(r[0] for r in v),
+          statistics.median(r[1] for r in v), max(r[2] for r in v)))
+PY
 done
