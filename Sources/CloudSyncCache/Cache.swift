@@ -89,12 +89,12 @@ public final class Cache: Sendable {
     /// When a file's fingerprint (size, modified, revision) changed, its partial bytes are dropped; a complete
     /// older copy in `tracks/` stays until the new version completes. Returns one outcome per file, in order.
     @discardableResult
-    public func upsert(remote: String, files: [RemoteFile]) throws(CacheError) -> [UpsertOutcome] {
+    public func upsert(remote: String, files: some Sequence<RemoteFile>) throws(CacheError) -> [UpsertOutcome] {
         var stalePartials: [String] = []
         let outcomes = try withDatabase { db throws(CacheError) in
             try db.withTransaction { () throws(CacheError) -> [UpsertOutcome] in
                 var outcomes: [UpsertOutcome] = []
-                outcomes.reserveCapacity(files.count)
+                outcomes.reserveCapacity(files.underestimatedCount)
                 for file in files {
                     let (outcome, stale) = try IndexSchema.upsert(db, remote: remote, file: file)
                     outcomes.append(outcome)

@@ -35,17 +35,10 @@ public struct Sync: Sendable {
         defer { lock.release() }
         var report = SyncReport(remote: remote, provider: providerName)
 
-        let listing = try await list()
-        report.listed = listing.files.count
-        let plan = try makePlan(listing)
-        report.new = plan.fetch.filter { !$0.changed && $0.missingBytes == $0.file.size }.count
-        report.changed = plan.fetch.filter(\.changed).count
-        report.deleted = plan.remove.count
-        report.skipped = plan.upToDate
+        let (plan, cursor) = try await listAndPlan(into: &report)
         events(.planned(remote: remote, plan: plan))
         if options.dryRun { return report }
 
-        try apply(listing)
         try await fetchAll(plan, into: &report)
         for path in plan.remove {
             let removal = try cache.remove(remote: remote, path: path)
@@ -53,12 +46,28 @@ public struct Sync: Sendable {
         }
         // A pull restricted to PATHs applies only part of the listing (deletions elsewhere wait), so it must not
         // advance the change feed past changes it did not apply.
-        if let cursor = listing.cursor, options.paths.isEmpty { try cache.setCursor(cursor, remote: remote) }
+        if let cursor, options.paths.isEmpty { try cache.setCursor(cursor, remote: remote) }
         let eviction = try cache.evict(dryRun: false)
         if !eviction.evicted.isEmpty {
             logger.info("evicted \(eviction.evicted.count) tracks (\(ByteSize.format(eviction.freedBytes))) to stay within the cache limits")
         }
         return report
+    }
+
+    /// Lists the remote, plans, fills the report's counts and (unless a dry run) records the listing in the
+    /// index. The listing itself is dropped here: for a big library it is the largest thing a pull holds, and
+    /// fetching needs only the plan. Returns the plan and the cursor to store once the pull succeeded.
+    private func listAndPlan(into report: inout SyncReport) async throws -> (SyncPlan, String?) {
+        let listing = try await list()
+        report.listed = listing.files.count
+        let plan = try makePlan(listing)
+        for item in plan.fetch {
+            if item.changed { report.changed += 1 } else if item.missingBytes == item.file.size { report.new += 1 }
+        }
+        report.deleted = plan.remove.count
+        report.skipped = plan.upToDate
+        if !options.dryRun { try apply(listing) }
+        return (plan, listing.cursor)
     }
 
     /// Lists the remote and records new and changed files in the index, without fetching, removing or
@@ -176,7 +185,7 @@ public struct Sync: Sendable {
     /// Records the listing in the index: new and changed files (a changed fingerprint drops cached bytes;
     /// the old complete track stays until the new one is verified).
     func apply(_ listing: Listing) throws {
-        _ = try cache.upsert(remote: remote, files: Array(listing.files.values))
+        _ = try cache.upsert(remote: remote, files: listing.files.values)
     }
 
     // MARK: - Fetch
@@ -185,50 +194,54 @@ public struct Sync: Sendable {
         guard !plan.fetch.isEmpty else { return }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                                   events: events, logger: logger)
-        let items = plan.fetch.map(\.file)
-        var results: [String: FileResult] = [:]
-        if let head = options.headFirst, head > 0 {
-            // Pass 1: the first `head` bytes of every track, so each can start playing.
-            try await forEach(items, fetcher: fetcher) { job in
-                try await fetcher.fetch(job, within: 0 ..< min(head, job.file.size))
-                if job.file.size <= head { return nil }
-                return .headCached(fetched: job.fetched)
-            } collect: { path, result in
-                if case .failed = result { results[path] = result }
-            }
-        }
-        let pending = items.filter { results[$0.path] == nil }
-        try await forEach(pending, fetcher: fetcher) { job in
-            try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
-            return nil
-        } collect: { path, result in
-            results[path] = result
-        }
-        for file in items {
-            switch results[file.path] {
+        /// Files the first pass finished with: failed, or small enough to complete in it.
+        var endedFirstPass: Set<String> = []
+        func record(_ path: String, _ result: FileResult) {
+            switch result {
             case .completed(let fetched, _):
                 report.fetchedFiles += 1
                 report.fetchedBytes += fetched
             case .failed(let message, let code):
-                report.failed.append(.init(path: file.path, error: message, exitCode: code))
-            case .headCached, nil:
-                break
+                report.failed.append(.init(path: path, error: message, exitCode: code))
+            case .headCached(let fetched):
+                report.fetchedBytes += fetched
             }
         }
+        if let head = options.headFirst, head > 0 {
+            // Pass 1: the first `head` bytes of every track, so each can start playing.
+            try await forEach(plan.fetch, skipping: [], fetcher: fetcher) { job in
+                try await fetcher.fetch(job, within: 0 ..< min(head, job.file.size))
+                if job.file.size <= head { return nil }
+                return .headCached(fetched: job.fetched)
+            } collect: { path, result in
+                record(path, result)
+                if case .headCached = result { return }
+                endedFirstPass.insert(path)
+            }
+        }
+        try await forEach(plan.fetch, skipping: endedFirstPass, fetcher: fetcher) { job in
+            try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
+            return nil
+        } collect: { path, result in
+            record(path, result)
+        }
+        // Completion order depends on the network; the report lists failures in plan (path) order.
+        report.failed.sort { $0.path < $1.path }
     }
 
     /// Runs `work` for each file with at most `options.jobs` at once. `work` returns nil to go on to
     /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
     /// rethrown after the running files stop; other errors become `.failed` results.
-    private func forEach(_ files: [RemoteFile], fetcher: FileFetcher,
+    private func forEach(_ items: [SyncPlan.Item], skipping skipped: Set<String>, fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
         var fatal: (any Error)?
         try await withThrowingTaskGroup(of: (String, FileResult).self) { group in
             var next = 0
             func launch() {
-                guard next < files.count, fatal == nil else { return }
-                let file = files[next]
+                while next < items.count, skipped.contains(items[next].file.path) { next += 1 }
+                guard next < items.count, fatal == nil else { return }
+                let file = items[next].file
                 next += 1
                 group.addTask {
                     let result = try await fetchOne(file, fetcher: fetcher, work: work)

@@ -135,6 +135,8 @@ import Testing
         #expect(lastHead < firstRest, "a rest was requested before every head")
         #expect(log.filter { $0.path.hasSuffix("tiny.mp3") }.count == 1, "tiny.mp3 fetched more than once")
         #expect(r.stdout.contains(#""fetched_files":6"#), "stdout: \(r.stdout)")
+        // The tiny file's bytes count once, in the pass that fetched them.
+        #expect(r.stdout.contains(#""fetched_bytes":1510000"#), "stdout: \(r.stdout)")
     }
 
     /// `--json` prints exactly README's shape.
