@@ -107,6 +107,19 @@ public final class Cache: Sendable {
         return outcomes
     }
 
+    /// How each of `files` of `remote` relates to the index, in order, in one read transaction. Writes nothing
+    /// (a dry run plans with it too).
+    public func compare(remote: String, files: some Sequence<RemoteFile>) throws(CacheError) -> [ListedFileStatus] {
+        try withDatabase { db throws(CacheError) in
+            try db.withTransaction { () throws(CacheError) -> [ListedFileStatus] in
+                var statuses: [ListedFileStatus] = []
+                statuses.reserveCapacity(files.underestimatedCount)
+                for file in files { statuses.append(try IndexSchema.status(db, remote: remote, file: file)) }
+                return statuses
+            }
+        }
+    }
+
     /// Upserts one file; see ``upsert(remote:files:)``.
     @discardableResult
     public func upsert(remote: String, file: RemoteFile) throws(CacheError) -> UpsertOutcome {
@@ -215,6 +228,27 @@ public final class Cache: Sendable {
         try withDatabase { db throws(CacheError) in
             Set(try db.query("SELECT path FROM files WHERE remote = ?", [.text(remote)]) { $0.text(0) })
         }
+    }
+
+    /// The provider id (or nil) of every entry of `remote`, by path: what a change feed's deletions and moves
+    /// are matched against.
+    public func providerIDs(remote: String) throws(CacheError) -> [String: String?] {
+        try withDatabase { db throws(CacheError) in
+            var ids: [String: String?] = [:]
+            for (path, id) in try db.query("SELECT path, provider_id FROM files WHERE remote = ?", [.text(remote)], {
+                ($0.text(0), $0.isNull(1) ? nil : $0.text(1))
+            }) { ids[path] = id }
+            return ids
+        }
+    }
+
+    /// Entries of `remote` whose current version is not complete, by path.
+    public func incompleteEntries(remote: String) throws(CacheError) -> [CacheEntryInfo] {
+        let rows = try withDatabase { db throws(CacheError) in
+            try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND state != 2 ORDER BY path",
+                         [.text(remote)], IndexRow.init)
+        }
+        return rows.map(info)
     }
 
     /// The change cursor stored for `remote`, or nil.

@@ -57,6 +57,16 @@ public struct CacheEntryInfo: Sendable, Hashable {
 }
 
 /// What a batch upsert did to each file, in input order.
+/// How a listed file relates to its index entry (``Cache/compare(remote:files:)``).
+public enum ListedFileStatus: Sendable, Hashable {
+    /// Not indexed.
+    case new
+    /// Another version is indexed; `wasComplete` when that version is complete in `tracks/`.
+    case changed(wasComplete: Bool)
+    /// This version is indexed: complete, or with `presentBytes` committed so far.
+    case same(complete: Bool, presentBytes: Int64)
+}
+
 public enum UpsertOutcome: Sendable, Hashable {
     /// Not indexed before.
     case inserted

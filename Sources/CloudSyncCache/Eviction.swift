@@ -11,35 +11,48 @@ extension Cache {
     /// held). Evicting deletes an entry's bytes (track and partial) and keeps its index row, as `missing`.
     /// With `dryRun`, reports what would go and changes nothing.
     public func evict(dryRun: Bool = false, now: Date = Date()) throws(CacheError) -> EvictionReport {
-        let rows = try withDatabase { db throws(CacheError) in
-            try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE present_bytes + track_bytes > 0 ORDER BY last_access, id",
-                         [], IndexRow.init)
-        }
         var report = EvictionReport(dryRun: dryRun)
-        var total = rows.reduce(Int64(0)) { $0 + $1.presentBytes + $1.trackBytes }
+        var total = try withDatabase { db throws(CacheError) in
+            try db.first("SELECT COALESCE(SUM(present_bytes + track_bytes), 0) FROM files", []) { $0.int(0) } ?? 0
+        }
         report.bytesBefore = total
         let ageLimit = limits.maxAge.map { now.timeIntervalSince1970 - $0 }
-        for row in rows {
-            let bytes = row.presentBytes + row.trackBytes
-            let reason: String
-            if let ageLimit, row.lastAccess < ageLimit {
-                reason = "age"
-            } else if total > limits.maxSize {
-                reason = "size"
-            } else {
-                continue
+        // Oldest access first, a page at a time (a big library never sits in memory). Past the first entry
+        // that is neither too old nor needed for size, no later one is either: access times only grow, the
+        // total only shrinks.
+        var after: (lastAccess: Double, id: Int64) = (-Double.greatestFiniteMagnitude, 0)
+        scan: while true {
+            let page = try withDatabase { db throws(CacheError) in
+                try db.query("""
+                    SELECT \(IndexSchema.rowColumns) FROM files
+                    WHERE present_bytes + track_bytes > 0 AND (last_access > ? OR (last_access = ? AND id > ?))
+                    ORDER BY last_access, id LIMIT 500
+                    """, [.real(after.lastAccess), .real(after.lastAccess), .int(after.id)], IndexRow.init)
             }
-            if row.pinned {
-                report.keptPinned += 1
-                continue
+            guard let last = page.last else { break }
+            after = (last.lastAccess, last.id)
+            for row in page {
+                let bytes = row.presentBytes + row.trackBytes
+                let reason: String
+                if let ageLimit, row.lastAccess < ageLimit {
+                    reason = "age"
+                } else if total > limits.maxSize {
+                    reason = "size"
+                } else {
+                    break scan
+                }
+                if row.pinned {
+                    report.keptPinned += 1
+                    continue
+                }
+                guard try drop(row, dryRun: dryRun) else {
+                    report.skippedBusy.append("\(row.remote):\(row.path)")
+                    continue
+                }
+                total -= bytes
+                report.evicted.append(EvictedEntry(remote: row.remote, path: row.path, bytes: bytes,
+                                                   lastAccess: Date(timeIntervalSince1970: row.lastAccess), reason: reason))
             }
-            guard try drop(row, dryRun: dryRun) else {
-                report.skippedBusy.append("\(row.remote):\(row.path)")
-                continue
-            }
-            total -= bytes
-            report.evicted.append(EvictedEntry(remote: row.remote, path: row.path, bytes: bytes,
-                                               lastAccess: Date(timeIntervalSince1970: row.lastAccess), reason: reason))
         }
         report.bytesAfter = total
         if !dryRun, !report.evicted.isEmpty {

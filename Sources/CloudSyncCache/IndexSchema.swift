@@ -82,6 +82,18 @@ enum IndexSchema {
     }
 
     /// Inserts or updates one file; returns the outcome and, on a fingerprint change, the stale partial's name.
+    /// How `file` relates to its row; reads only.
+    static func status(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> ListedFileStatus {
+        let row = try db.first("SELECT size, modified_s, revision, state, present_bytes FROM files WHERE remote = ? AND path = ?",
+                               [.text(remote), .text(file.path)]) {
+            (fingerprint: Fingerprint(size: $0.int(0), modified: $0.int(1), revision: $0.text(2)), complete: $0.int(3) == 2,
+             present: $0.int(4))
+        }
+        guard let row else { return .new }
+        guard row.fingerprint == file.fingerprint else { return .changed(wasComplete: row.complete) }
+        return .same(complete: row.complete, presentBytes: row.complete ? file.size : row.present)
+    }
+
     static func upsert(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> (UpsertOutcome, String?) {
         let fp = file.fingerprint
         let metadata: [SQLValue] = [

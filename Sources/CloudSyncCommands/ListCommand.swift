@@ -30,7 +30,7 @@ struct ListCommand {
                 let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
                                 transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(),
                                 logger: context.logger, events: { _ in })
-                let listed = Set(try await sync.refreshIndex().map(\.path))
+                let listed = try await sync.refreshIndex()
                 rows += try cache.entries(remote: remote.name).filter { listed.contains($0.path) }
             } else {
                 rows += try cache.entries(remote: remote.name)

@@ -55,92 +55,133 @@ public struct Sync: Sendable {
     }
 
     /// Lists the remote, plans, fills the report's counts and (unless a dry run) records the listing in the
-    /// index. The listing itself is dropped here: for a big library it is the largest thing a pull holds, and
-    /// fetching needs only the plan. Returns the plan and the cursor to store once the pull succeeded.
+    /// index. Returns the plan and the cursor to store once the pull succeeded.
     private func listAndPlan(into report: inout SyncReport) async throws -> (SyncPlan, String?) {
-        let listing = try await list()
-        report.listed = listing.files.count
-        let plan = try makePlan(listing)
+        let survey = try await survey(recording: !options.dryRun)
+        let plan = survey.plan
+        report.listed = survey.present.count
         for item in plan.fetch {
             if item.changed { report.changed += 1 } else if item.missingBytes == item.file.size { report.new += 1 }
         }
         report.deleted = plan.remove.count
         report.skipped = plan.upToDate
-        if !options.dryRun { try apply(listing) }
-        return (plan, listing.cursor)
+        return (plan, survey.cursor)
     }
 
     /// Lists the remote and records new and changed files in the index, without fetching, removing or
-    /// storing the cursor (so a later pull still sees the same changes). Returns the remote's files.
-    public func refreshIndex() async throws -> [RemoteFile] {
-        let listing = try await list()
-        try apply(listing)
-        return Array(listing.files.values)
+    /// storing the cursor (so a later pull still sees the same changes). Returns the paths of the remote's
+    /// audio files.
+    public func refreshIndex() async throws -> Set<String> {
+        try await survey(recording: true).present
     }
 
-    // MARK: - Listing
+    // MARK: - Listing and plan
 
-    /// The remote's audio files after this listing, and what to store.
-    struct Listing {
-        var kind: ListingKind = .full
-        /// Every audio file now known for the remote, by path (after applying changes to the index state).
-        var files: [String: RemoteFile] = [:]
-        /// Paths that disappeared (full listing: not listed; changes: reported deleted).
-        var gone: Set<String> = []
+    /// What one listing produced.
+    struct Survey {
+        var plan = SyncPlan()
+        /// Paths of every audio file the remote has now (kept files under unreadable folders included).
+        var present: Set<String> = []
         var cursor: String?
     }
 
-    func list() async throws -> Listing {
+    /// Lists the remote and plans the pull. A full listing is planned and (with `recording`) recorded in the
+    /// index page by page, so a pull holds the paths of the listing and the plan, never the whole listing; a
+    /// listing cut short has recorded only what the remote said, and removes nothing. A change feed is
+    /// collected first (changes are few) and then applied over the index's paths: deletions, moves (a file
+    /// keeps its provider id), upserts; incomplete entries it does not mention are planned too.
+    func survey(recording: Bool) async throws -> Survey {
         events(.listing(remote: remote))
-        let known = Dictionary(try cache.entries(remote: remote).map { ($0.path, $0.file) }, uniquingKeysWith: { $1 })
-        var listing = Listing()
-        var upserts: [String: RemoteFile] = [:]
+        var survey = Survey()
+        var kind = ListingKind.full
+        var changed: [String: RemoteFile] = [:]
         var deletions: [RemoteDeletion] = []
         var skipped: [String] = []
         for try await page in provider.listAudio(cursor: try cache.cursor(remote: remote)) {
-            listing.kind = page.kind
-            for file in page.upserts { upserts[file.path] = file }
-            deletions += page.deletions
+            kind = page.kind
+            if let c = page.cursor { survey.cursor = c }
             skipped += page.skippedFolders
-            if let c = page.cursor { listing.cursor = c }
+            switch page.kind {
+            case .full:
+                // A path listed twice keeps its first entry.
+                let fresh = page.upserts.filter { survey.present.insert($0.path).inserted }
+                try plan(fresh, recording: recording, into: &survey.plan)
+            case .changes:
+                for file in page.upserts { changed[file.path] = file }
+                deletions += page.deletions
+            }
         }
         // A stream also ends when this task is cancelled: a cut-short listing must never count as complete.
         try Task.checkCancellation()
-        switch listing.kind {
+        switch kind {
         case .full:
-            listing.files = upserts
-            // Files under folders the provider could not read this time are kept as they were.
-            for (path, file) in known where upserts[path] == nil && skipped.contains(where: { Self.isUnder(path, $0) }) {
-                listing.files[path] = file
-            }
+            var gone = try cache.knownPaths(remote: remote).subtracting(survey.present)
             if !skipped.isEmpty {
+                // Files under folders the provider could not read this time are kept as they were.
+                let kept = gone.filter { path in skipped.contains { Self.isUnder(path, $0) } }
+                gone.subtract(kept)
+                survey.present.formUnion(kept)
                 events(.warning(remote: remote, message: "\(skipped.count) folder(s) could not be read; their cached tracks are kept: \(skipped.prefix(3).joined(separator: ", "))"))
             }
-            listing.gone = Set(known.keys).subtracting(listing.files.keys)
+            survey.plan.remove = gone.filter { options.selects($0) }.sorted()
         case .changes:
-            listing.files = known
+            var ids = try cache.providerIDs(remote: remote)
+            var gone: Set<String> = []
             for deletion in deletions {
-                for path in matching(deletion, in: listing.files) {
-                    listing.files[path] = nil
-                    listing.gone.insert(path)
+                for path in matching(deletion, in: ids) {
+                    ids[path] = nil
+                    gone.insert(path)
                 }
             }
             // A moved file keeps its id: its old path is gone. (Index by id once, not a scan per upsert.)
             var pathsByID: [String: [String]] = [:]
-            for (path, file) in listing.files { if let id = file.providerID { pathsByID[id, default: []].append(path) } }
-            for (path, file) in upserts {
+            for (path, id) in ids { if let id { pathsByID[id, default: []].append(path) } }
+            for (path, file) in changed {
                 if let id = file.providerID {
-                    for oldPath in pathsByID[id] ?? [] where oldPath != path && listing.files[oldPath]?.providerID == id {
-                        listing.files[oldPath] = nil
-                        listing.gone.insert(oldPath)
+                    for oldPath in pathsByID[id] ?? [] where oldPath != path && ids[oldPath] == .some(.some(id)) {
+                        ids[oldPath] = nil
+                        gone.insert(oldPath)
                     }
                 }
-                listing.files[path] = file
-                listing.gone.remove(path)
+                ids[path] = .some(file.providerID)
+                gone.remove(path)
+            }
+            let upserts = Array(changed.values)
+            try plan(upserts, recording: recording, into: &survey.plan)
+            // Tracks an earlier pull left incomplete, which this feed does not mention, are fetched too.
+            for entry in try cache.incompleteEntries(remote: remote)
+            where changed[entry.path] == nil && !gone.contains(entry.path) && options.selects(entry.path) {
+                survey.plan.fetch.append(.init(file: entry.file, missingBytes: entry.file.size - entry.presentBytes, changed: false))
+            }
+            survey.present = Set(ids.keys)
+            survey.plan.remove = gone.filter { options.selects($0) }.sorted()
+            // Every selected file the feed leaves in place and no fetch needs is up to date.
+            survey.plan.upToDate = survey.present.count(where: { options.selects($0) }) - survey.plan.fetch.count
+        }
+        survey.plan.fetch.sort { $0.file.path < $1.file.path }
+        events(.listed(remote: remote, files: survey.present.count, kind: kind))
+        return survey
+    }
+
+    /// Plans `files` (listed now) against the index and, with `recording`, records them: new and changed files
+    /// are added to the index (a changed fingerprint drops cached bytes; the old complete track stays until the
+    /// new one is verified).
+    private func plan(_ files: [RemoteFile], recording: Bool, into plan: inout SyncPlan) throws {
+        if files.isEmpty { return }
+        let statuses = try cache.compare(remote: remote, files: files)
+        if recording { _ = try cache.upsert(remote: remote, files: files) }
+        for (file, status) in zip(files, statuses) where options.selects(file.path) {
+            switch status {
+            case .same(complete: true, _):
+                plan.upToDate += 1
+            case .same(complete: false, let present):
+                plan.fetch.append(.init(file: file, missingBytes: file.size - present, changed: false))
+            case .changed(let wasComplete):
+                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: wasComplete))
+            case .new:
+                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: false))
             }
         }
-        events(.listed(remote: remote, files: listing.files.count, kind: listing.kind))
-        return listing
     }
 
     /// Whether `path` is `folder` or lies under it ("" is the root).
@@ -148,44 +189,21 @@ public struct Sync: Sendable {
         folder.isEmpty || path == folder || path.hasPrefix(folder + "/")
     }
 
-    private func matching(_ deletion: RemoteDeletion, in files: [String: RemoteFile]) -> [String] {
+    /// Paths among `ids` (path → provider id) that `deletion` removes.
+    private func matching(_ deletion: RemoteDeletion, in ids: [String: String?]) -> [String] {
         switch deletion {
         case .path(let p):
             let fold = provider.capabilities.caseInsensitivePaths
             let prefix = fold ? p.trimmingCharacters(in: CharacterSet(charactersIn: "/")).lowercased()
                 : p.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-            if prefix.isEmpty { return Array(files.keys) }
-            return files.keys.filter { key in
+            if prefix.isEmpty { return Array(ids.keys) }
+            return ids.keys.filter { key in
                 let k = fold ? key.lowercased() : key
                 return k == prefix || k.hasPrefix(prefix + "/")
             }
         case .providerID(let id):
-            return files.filter { $0.value.providerID == id }.map(\.key)
+            return ids.filter { $0.value == .some(id) }.map(\.key)
         }
-    }
-
-    // MARK: - Plan
-
-    func makePlan(_ listing: Listing) throws -> SyncPlan {
-        let states = Dictionary(try cache.entries(remote: remote).map { ($0.path, $0) }, uniquingKeysWith: { $1 })
-        var plan = SyncPlan()
-        for path in listing.files.keys.sorted() {
-            guard let file = listing.files[path], options.selects(path) else { continue }
-            if let state = states[path], state.file.fingerprint == file.fingerprint {
-                if state.state == .complete { plan.upToDate += 1; continue }
-                plan.fetch.append(.init(file: file, missingBytes: file.size - state.presentBytes, changed: false))
-            } else {
-                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: states[path]?.state == .complete))
-            }
-        }
-        plan.remove = listing.gone.filter { options.selects($0) }.sorted()
-        return plan
-    }
-
-    /// Records the listing in the index: new and changed files (a changed fingerprint drops cached bytes;
-    /// the old complete track stays until the new one is verified).
-    func apply(_ listing: Listing) throws {
-        _ = try cache.upsert(remote: remote, files: listing.files.values)
     }
 
     // MARK: - Fetch

@@ -245,6 +245,33 @@ import Testing
         busy.close()
     }
 
+    /// Eviction reads the index a page at a time: across page boundaries it still evicts oldest first and
+    /// stops exactly when the cache fits.
+    @Test func evictionPagesThroughABigIndex() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let count = 1050  // more than two pages of 500
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(maxSize: 100 * 10, maxAge: nil))
+        let names = (0 ..< count).map { String(format: "t%05d.mp3", $0) }
+        try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 10) })
+        for name in names { try cache.openWriter(remote: "r", path: name).fillAndComplete() }
+        // Access times in reverse name order, so the oldest is the last name; two share a time (ties by id).
+        try cache.withDatabase { db throws(CacheError) in
+            for (i, name) in names.enumerated() {
+                try db.run("UPDATE files SET last_access = ? WHERE path = ?", [.real(Double(10_000 - min(i, count - 2))), .text(name)])
+            }
+        }
+        let report = try cache.evict()
+        #expect(report.evicted.count == count - 100)
+        #expect(report.bytesBefore == Int64(count * 10))
+        #expect(report.bytesAfter == 1000)
+        let expected = Array(names.reversed().prefix(count - 100))
+        #expect(Set(report.evicted.map(\.path)) == Set(expected))
+        #expect(report.evicted.dropFirst(2).map(\.path) == Array(expected.dropFirst(2)))
+        #expect(try cache.status().complete == 100)
+        #expect(try cache.evict().evicted.isEmpty)
+    }
+
     @Test func verifyRepairsMismatches() throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }

@@ -64,7 +64,7 @@ import WebDAV
         let sync = Sync(remote: "dav", providerName: "webdav", provider: provider, transport: transport, pacer: pacer, cache: cache,
                         options: SyncOptions(), logger: .silent, events: { _ in })
         let listed = try await sync.refreshIndex()
-        #expect(listed.map(\.path) == ["Album/tone.wav"])
+        #expect(listed == ["Album/tone.wav"])
         #expect(try cache.entry(remote: "dav", path: "Album/tone.wav")?.state == .missing)
 
         let onDemand = OnDemand(remote: "dav", provider: provider, transport: transport, pacer: pacer, cache: cache)
