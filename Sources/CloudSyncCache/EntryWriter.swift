@@ -137,11 +137,15 @@ public final class EntryWriter: Sendable {
             throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: row.file.size,
                                     cacheRoot: cache.root.path)
         }
-        do {
-            try commit(committed)
-        } catch {
-            Glibc.close(fd)
-            throw error
+        // The index must not claim bytes the partial file lost; when it claims exactly what is there (the
+        // common case: a fresh entry or an intact partial), there is nothing to write.
+        if committed != row.ranges {
+            do {
+                try commit(committed)
+            } catch {
+                Glibc.close(fd)
+                throw error
+            }
         }
     }
 
