@@ -24,25 +24,47 @@ extension Cache {
     }
 }
 
-/// An exclusive flock on `locks/entry-<id>.lock`, released when closed or deinitialized.
+/// An exclusive flock on `locks/entry-<id>.lock`, released when closed or deinitialized. The file exists only
+/// while an entry is being written: the holder unlinks it once the entry is complete, so a big library does
+/// not leave one lock file per track behind.
 final class EntryLock: Sendable {
     let fd: Int32
+    private let name: String
+    private let locksFD: Int32
 
-    private init(fd: Int32) { self.fd = fd }
+    private init(fd: Int32, name: String, locksFD: Int32) {
+        self.fd = fd
+        self.name = name
+        self.locksFD = locksFD
+    }
 
     /// Takes the lock; nil when `wait` is false and another holder has it (the caller maps that to an error).
     static func tryAcquire(cache: Cache, id: Int64, wait: Bool) throws(CacheError) -> EntryLock? {
         let name = Cache.entryLockName(id: id)
-        let fd = try cache.fs.openFile(name, in: cache.locksFD, flags: O_RDWR | O_CREAT, mode: 0o600,
-                                       display: cache.display("locks/\(name)"))
-        while flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
-            let e = errno
-            if e == EINTR { continue }
+        while true {
+            let fd = try cache.fs.openFile(name, in: cache.locksFD, flags: O_RDWR | O_CREAT, mode: 0o600,
+                                           display: cache.display("locks/\(name)"))
+            while flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+                let e = errno
+                if e == EINTR { continue }
+                Glibc.close(fd)
+                if e == EWOULDBLOCK { return nil }
+                throw CacheError.system("flock", errno: e, path: cache.display("locks/\(name)"), cacheRoot: cache.root.path)
+            }
+            // The previous holder may have unlinked the file before letting go: a lock on a file no longer
+            // at `name` guards nothing, so take the lock again on the file that is there now.
+            var held = stat(), current = stat()
+            if fstat(fd, &held) == 0, fstatat(cache.locksFD, name, &current, AT_SYMLINK_NOFOLLOW) == 0,
+               held.st_ino == current.st_ino, held.st_dev == current.st_dev {
+                return EntryLock(fd: fd, name: name, locksFD: cache.locksFD)
+            }
             Glibc.close(fd)
-            if e == EWOULDBLOCK { return nil }
-            throw CacheError.system("flock", errno: e, path: cache.display("locks/\(name)"), cacheRoot: cache.root.path)
         }
-        return EntryLock(fd: fd)
+    }
+
+    /// Removes the lock file; the lock itself is still held until this object goes.
+    func unlinkWhileHeld() {
+        _ = unlinkat(locksFD, name, 0)
     }
 
     static func acquire(cache: Cache, id: Int64, wait: Bool, busyMessage: String) throws(CacheError) -> EntryLock {
@@ -336,8 +358,10 @@ public final class EntryWriter: Sendable {
         if wasOpen && fd >= 0 {
             do { try checkpoint() } catch { cache.logger.warning("last checkpoint of \(remote):\(path) failed: \(error)") }
         }
+        let completed = durable.withLock { $0.completed }
         let released = lock.withLock { l in
             let had = l != nil
+            if completed { l?.unlinkWhileHeld() }
             l = nil
             return had
         }

@@ -67,6 +67,43 @@ import Testing
         #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "nope.mp3") }
     }
 
+    /// A completed entry leaves no lock file behind, and a writer that waited on the unlinked file locks the
+    /// file that is there now, so it still excludes every other writer.
+    @Test func lockFilesGoWithCompletionAndWaitersRelock() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 100))
+        let locks = dir.url.appendingPathComponent("locks").path
+        func lockFiles() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: locks).filter { $0.hasPrefix("entry-") } }
+
+        let first = try cache.openWriter(remote: "r", path: "a.mp3")
+        #expect(try lockFiles().count == 1)
+        let waiterLocked = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            // Blocks on the first writer's lock, which is unlinked before it is released.
+            if let waiter = try? cache.openWriter(remote: "r", path: "a.mp3", wait: true) {
+                waiterLocked.signal()
+                release.wait()
+                waiter.close()
+            } else {
+                waiterLocked.signal()
+            }
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        try first.fillAndComplete()
+        first.close()
+        #expect(waiterLocked.wait(timeout: .now() + 10) == .success)
+        // The waiter holds the lock on the file now at the path: nobody else gets in.
+        let error = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "a.mp3") }
+        #expect(error?.code == .busy)
+        release.signal()
+        // Once the complete entry's writer is gone, so is its lock file.
+        for _ in 0 ..< 100 where try !lockFiles().isEmpty { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(try lockFiles().isEmpty)
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
+    }
+
     @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
