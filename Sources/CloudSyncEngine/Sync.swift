@@ -211,6 +211,7 @@ public struct Sync: Sendable {
     private func fetchAll(_ plan: SyncPlan, into report: inout SyncReport) async throws {
         guard !plan.fetch.isEmpty else { return }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
+                                  segments: options.segments, segmentThreshold: options.segmentThreshold,
                                   events: events, logger: logger)
         /// Files the first pass finished with: failed, or small enough to complete in it.
         var endedFirstPass: Set<String> = []
