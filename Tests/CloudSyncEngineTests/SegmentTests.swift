@@ -81,6 +81,25 @@ import Testing
         #expect(served < 3 * Int64(Self.bigSize), "served \(served) bytes for a file of \(Self.bigSize)")
     }
 
+    /// 429 with Retry-After to one segment pauses every stream of the remote: from the fake's clock, once the
+    /// throttled answer is out (plus a grace for GETs other streams had already sent), no GET arrives before
+    /// Retry-After has passed.
+    @Test func retryAfterPausesEverySegment() throws {
+        let fixture = try Fixture(seed: 37, files: [("Big/long.flac", Self.bigSize)], rate: 2 << 20,
+                                  faults: #"[{"kind": "none", "count": 3}, {"kind": "status", "status": 429, "retry_after": 2}]"#,
+                                  pull: Self.pull)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let log = try fixture.server.log()
+        let throttled = try #require(log.first { $0.status == 429 })
+        let sent = try #require(throttled.answered)
+        let early = log.filter { $0.t > sent + 0.1 && $0.t < sent + 2 }
+        #expect(early.isEmpty, "GETs during the Retry-After window: \(early.map { ($0.range ?? "-", $0.t - sent) })")
+        #expect(Self.mostAtOnce(Self.gets(log, "long.flac").filter { $0.t > sent + 2 }) >= 2, "segments did not resume")
+    }
+
     /// Ctrl-C while four segments run: every stream stops, what arrived is checkpointed (only bytes still in
     /// flight are lost), and the next pull fetches exactly the missing bytes.
     @Test func interruptStopsEverySegmentAndKeepsTheirBytes() throws {
