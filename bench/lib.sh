@@ -96,9 +96,12 @@ PY
 
 # start_nginx DIR: one nginx serving DIR at /lib/ (plain HTTP, autoindex) and at /dav/ (WebDAV with dav-ext,
 # Basic auth demo/demo-pass). Sets NGINX_PORT, NGINX_LOG (access log: method status bytes "range" "uri").
+# With NGINX_LIMIT_RATE set (e.g. 50m), every response is sent at most that fast (nginx limit_rate, bytes/s
+# per request, so per connection): a server that caps each connection's speed.
 start_nginx() {
     need nginx
     local dir=$1 state=$WORK/nginx.$RANDOM module=/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
+    local limit=""; [ -n "${NGINX_LIMIT_RATE:-}" ] && limit="limit_rate ${NGINX_LIMIT_RATE};"
     [ -f "$module" ] || die "$module is missing (package libnginx-mod-http-dav-ext)"
     mkdir -p "$state/tmp"; chmod 777 "$state/tmp" "$state"
     python3 -c 'import base64,hashlib;print("demo:{SHA}"+base64.b64encode(hashlib.sha1(b"demo-pass").digest()).decode())' >"$state/htpasswd"
@@ -117,6 +120,7 @@ http {
     log_format bench '\$request_method \$status \$body_bytes_sent "\$http_range" "\$uri"';
     access_log $NGINX_LOG bench;
     sendfile on; tcp_nopush on; keepalive_requests 100000;
+    $limit
     client_body_temp_path $state/tmp/body;
     server {
         listen 127.0.0.1:$NGINX_PORT;

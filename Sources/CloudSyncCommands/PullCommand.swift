@@ -16,6 +16,7 @@ struct PullCommand {
         let remotes = try setup.selectedRemotes(config)
         var settings = config.pull
         if let jobs = try args.integer("jobs", in: 1 ... 64) { settings.jobs = jobs }
+        if let segments = try args.integer("segments", in: 1 ... 16) { settings.segments = segments }
         let retries = try args.integer("retries", in: 0 ... 1000)
         if let rate = args.value("bwlimit") {
             if rate.lowercased() == "off" {
@@ -39,7 +40,8 @@ struct PullCommand {
                                  hint: "Run 'cloudsync pull --help' for usage.")
             }
         }
-        let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, headFirst: headFirst,
+        let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
+                                  segmentThreshold: settings.segmentThreshold, headFirst: headFirst,
                                   paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"))
 
         let cache = try setup.openCache(config)

@@ -43,6 +43,10 @@ public struct PullSettings: Sendable, Hashable {
     public var jobs: Int
     /// Bytes per ranged GET (default 8 MiB).
     public var chunkSize: Int64
+    /// Concurrent ranged GETs per big file, 1...16 (default 4; 1 = one connection per file).
+    public var segments: Int
+    /// Files of at least this many bytes are fetched in `segments` streams (default 64 MiB).
+    public var segmentThreshold: Int64
     /// Bytes per second over all workers; nil means no limit (`"off"`, the default).
     public var bwlimit: Int64?
     /// Attempts after the first for a retryable failure (default 10).
@@ -50,10 +54,12 @@ public struct PullSettings: Sendable, Hashable {
     /// Bytes of each track fetched first by `--head-first` (default 512 KiB).
     public var headFirst: Int64
 
-    public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, bwlimit: Int64? = nil, retries: Int = 10,
-                headFirst: Int64 = 512 << 10) {
+    public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
+                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10) {
         self.jobs = jobs
         self.chunkSize = chunkSize
+        self.segments = segments
+        self.segmentThreshold = segmentThreshold
         self.bwlimit = bwlimit
         self.retries = retries
         self.headFirst = headFirst

@@ -19,6 +19,8 @@ extension Configuration {
         lines.append("[pull]")
         lines.append("jobs = \(pull.jobs)")
         lines.append(entry("pull.chunk_size", "chunk_size", .text(Self.renderSize(pull.chunkSize))))
+        lines.append("segments = \(pull.segments)")
+        lines.append(entry("pull.segment_threshold", "segment_threshold", .text(Self.renderSize(pull.segmentThreshold))))
         lines.append(entry("pull.bwlimit", "bwlimit", .text(pull.bwlimit.map { Self.renderSize($0) + "/s" } ?? "off")))
         lines.append("retries = \(pull.retries)")
         lines.append(entry("pull.head_first", "head_first", .text(Self.renderSize(pull.headFirst))))

@@ -5,7 +5,7 @@ import Foundation
 enum Schema {
     static let sections = ["cache", "pull", "audio", "remote"]
     static let cache = ["dir", "max_size", "max_age", "checkpoint"]
-    static let pull = ["jobs", "chunk_size", "bwlimit", "retries", "head_first"]
+    static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first"]
     static let audio = ["extensions"]
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
@@ -65,6 +65,13 @@ struct SchemaReader {
             pull.jobs = Int(jobs)
         }
         pull.chunkSize = try size("chunk_size", in: pullTable, path: "pull", default: pull.chunkSize)
+        if let (segments, at) = try integer("segments", in: pullTable) {
+            guard (1...16).contains(segments) else {
+                throw fail("segments must be between 1 and 16 (1 = one connection per file), got \(segments)", at: at)
+            }
+            pull.segments = Int(segments)
+        }
+        pull.segmentThreshold = try size("segment_threshold", in: pullTable, path: "pull", default: pull.segmentThreshold)
         if let (text, at) = try string("bwlimit", in: pullTable, path: "pull") {
             if text.lowercased() == "off" {
                 pull.bwlimit = nil

@@ -4,8 +4,13 @@ import CloudSyncHTTP
 import Foundation
 import Synchronization
 
-/// Everything a file's download needs across passes (head-first, then the rest): the cache writer, the
-/// resolved link, the validator for `If-Range`, and the in-order hash of the bytes received so far.
+/// Everything a file's download needs across passes (head-first, then the rest) and across its segments: the
+/// cache writer, the resolved link, the validator for `If-Range`, the in-order hash of the bytes received so
+/// far, and which ranges running segments have claimed.
+///
+/// Generations: every restart (the remote file changed) starts a new generation. Bytes, claims and restarts
+/// carry the generation they belong to, so a transfer of an older generation can neither write into the new
+/// one nor restart the file a second time.
 final class FileJob: Sendable {
     let remote: String
     let file: RemoteFile
@@ -17,12 +22,36 @@ final class FileJob: Sendable {
 
     struct State {
         var download: DownloadRequest?
+        /// Bumped whenever `download` is replaced, so a stream whose link was refused can tell whether another
+        /// stream already replaced it.
+        var downloadVersion = 0
+        /// The one resolution in flight, awaited by every stream that needs a link meanwhile.
+        var resolving: Task<DownloadRequest, any Error>?
+        /// The current link answered 200 or 206 at least once (a later refusal means it expired).
+        var linkWorked = false
         var etag: String?
         var hasher: (any ContentHasher)?
         /// Bytes [0, hashedUpTo) are in `hasher`.
         var hashedUpTo: Int64 = 0
+        /// A catch-up (``FileJob/catchUpHash()``) holds the hasher: streams do not feed it meanwhile.
+        var hashBusy = false
+        /// Bumped whenever the hash starts over, so a catch-up that began before does not put its hasher back.
+        var hashEpoch = 0
         var fetched: Int64 = 0
         var unreportedProgress: Int64 = 0
+        /// Bumped by every restart.
+        var generation = 0
+        /// A 206 of this generation showed that the server honours Range: segments may run.
+        var rangesHonoured = false
+        /// Ranges that running segments fetch (this generation).
+        var claimed = RangeSet<Int64>()
+
+        mutating func resetHash(_ expected: ContentHash?) {
+            hasher = expected.map { makeHasher(for: $0.kind) }
+            hashedUpTo = 0
+            hashBusy = false
+            hashEpoch += 1
+        }
     }
 
     init(remote: String, file: RemoteFile, writer: EntryWriter) {
@@ -35,29 +64,144 @@ final class FileJob: Sendable {
 
     var fetched: Int64 { state.withLock { $0.fetched } }
     var etag: String? { state.withLock { $0.etag } }
+    var generation: Int { state.withLock { $0.generation } }
 
     func withState<T>(_ body: (inout State) throws -> T) rethrows -> T { try state.withLock { try body(&$0) } }
 
-    /// Forgets every byte and the hash: the remote file changed under us.
-    func restart(etag: String?) throws {
-        try writer.reset()
-        state.withLock {
-            $0.hasher = expectedHash.map { makeHasher(for: $0.kind) }
-            $0.hashedUpTo = 0
-            $0.etag = etag
+    /// Forgets every byte and the hash: the remote file changed under us. With `generation`, only when no
+    /// other stream restarted the file since that generation began. Returns whether this call restarted it.
+    @discardableResult
+    func restart(etag: String?, from generation: Int? = nil) throws -> Bool {
+        try state.withLock { s in
+            if let generation, generation != s.generation { return false }
+            try writer.reset()
+            s.generation += 1
+            s.rangesHonoured = false
+            s.claimed = RangeSet()
+            s.resetHash(expectedHash)
+            s.etag = etag
+            return true
+        }
+    }
+
+    /// Whether the link of `version` was refused after it had worked, or was replaced since: resolving again
+    /// then is a new expiry, not a second refusal of the same fresh link.
+    func linkExpired(_ version: Int) -> Bool {
+        state.withLock { $0.downloadVersion != version || $0.linkWorked }
+    }
+
+    // MARK: Segments
+
+    /// Claims for a segment of `generation` the first chunk (at most `chunkSize` bytes) of `bounds` that is
+    /// neither present nor claimed. Nil when the generation is over, the server stopped honouring Range, or
+    /// every missing byte is claimed.
+    func claim(within bounds: Range<Int64>, chunkSize: Int64, generation: Int) -> Range<Int64>? {
+        state.withLock { s in
+            guard s.generation == generation, s.rangesHonoured else { return nil }
+            var open = writer.missingRanges()
+            open.subtract(s.claimed)
+            guard let gap = open.ranges.first(where: { $0.overlaps(bounds) })?.clamped(to: bounds) else { return nil }
+            let chunk = gap.lowerBound ..< min(gap.upperBound, gap.lowerBound + chunkSize)
+            s.claimed.insert(contentsOf: chunk)
+            return chunk
+        }
+    }
+
+    /// Gives `claim` back (its missing bytes, if any, may be claimed again).
+    func release(_ claim: Range<Int64>, generation: Int) {
+        state.withLock { s in
+            if s.generation == generation { s.claimed.remove(contentsOf: claim) }
+        }
+    }
+
+    /// The first missing part of `claim`, or nil when it is all present or the generation is over. (A segment's
+    /// bytes arrive in order, so after a cut connection this is the rest of its claim.)
+    func unfetched(of claim: Range<Int64>, generation: Int) -> Range<Int64>? {
+        state.withLock { s in
+            guard s.generation == generation else { return nil }
+            return writer.missingRanges().ranges.first { $0.overlaps(claim) }?.clamped(to: claim)
+        }
+    }
+
+    /// A segment's transfer ran past its claim: the server answered 200 (it ignored Range, or `If-Range` no
+    /// longer matched, so the version of the bytes is unknown). Drops the bytes this transfer wrote (`written`)
+    /// and the hash (it may hold them), and stops segments for this generation. Returns whether segments were
+    /// still on (this is the first stream to notice); false when the generation is over.
+    func abandonSegment(generation: Int, written: Range<Int64>) throws -> Bool {
+        try state.withLock { s in
+            guard s.generation == generation else { return false }
+            let first = s.rangesHonoured
+            s.rangesHonoured = false
+            if !written.isEmpty { try writer.discard(written) }
+            s.resetHash(expectedHash)
+            return first
+        }
+    }
+
+    // MARK: Hash
+
+    /// Hashes, from the partial file, the bytes that arrived out of order once every byte before them is
+    /// present, so that little is left to read at completion. One catch-up at a time (a concurrent call returns
+    /// at once); streams do not feed the hash meanwhile. A failed read only ends the catch-up: completion
+    /// reads what is left and reports errors.
+    func catchUpHash() {
+        while true {
+            let taken = state.withLock { s -> (from: Int64, to: Int64, hasher: any ContentHasher, epoch: Int)? in
+                guard !s.hashBusy, let hasher = s.hasher else { return nil }
+                guard let run = writer.presentRanges().ranges.first(where: { $0.contains(s.hashedUpTo) }) else { return nil }
+                s.hashBusy = true
+                s.hasher = nil
+                return (s.hashedUpTo, run.upperBound, hasher, s.hashEpoch)
+            }
+            guard let taken else { return }
+            var hasher = taken.hasher
+            var at = taken.from
+            let block: Int64 = 1 << 20
+            while at < taken.to, let data = try? writer.read(at ..< min(taken.to, at + block)), !data.isEmpty {
+                data.withUnsafeBytes { hasher.update($0) }
+                at += Int64(data.count)
+            }
+            let done = state.withLock { s -> Bool in
+                guard s.hashEpoch == taken.epoch else { return true }
+                s.hasher = hasher
+                s.hashedUpTo = at
+                s.hashBusy = false
+                return at < taken.to
+            }
+            if done { return }
         }
     }
 }
 
+/// Why a stream of a file stopped early. Not an error of the file: the fetch loop chooses again.
+enum SegmentStopped: Error {
+    /// Another stream restarted the file (a new generation), or segments were stopped.
+    case superseded
+    /// This stream found that the server ignores Range; the file continues over one connection.
+    case rangeIgnored
+}
+
 /// Receives a transfer's bytes: writes them into the cache entry and feeds the hash while they arrive in order.
+/// Bytes of a generation that is over are refused (the transfer stops); with `limit` (a segment's claim end)
+/// a byte beyond it stops the transfer (see ``FileJob/abandonSegment(generation:written:)``).
 struct JobSink: ByteSink {
     let job: FileJob
+    let generation: Int
+    /// Where this transfer's first byte lands.
+    let start: Int64
+    let limit: Int64?
     let progress: @Sendable (Int64) -> Void
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        try job.writer.write(bytes, at: offset)
-        let report: Int64 = job.withState { s in
-            if offset == s.hashedUpTo, s.hasher != nil {
+        if let limit, offset + Int64(bytes.count) > limit {
+            let first = try job.abandonSegment(generation: generation, written: start ..< max(start, offset))
+            throw first ? SegmentStopped.rangeIgnored : SegmentStopped.superseded
+        }
+        let report: Int64 = try job.withState { s in
+            // Under the job's lock: a restart cannot slip between this check and the write.
+            guard s.generation == generation else { throw SegmentStopped.superseded }
+            try job.writer.write(bytes, at: offset)
+            if offset == s.hashedUpTo, !s.hashBusy, s.hasher != nil {
                 s.hasher?.update(bytes)
                 s.hashedUpTo += Int64(bytes.count)
             }
@@ -73,11 +217,20 @@ struct JobSink: ByteSink {
 }
 
 /// Downloads the missing bytes of files with ranged GETs and completes them. One per remote.
+///
+/// A file of at least `segmentThreshold` bytes is fetched by up to `segments` concurrent streams once a 206
+/// has shown that its server honours Range: each stream claims the next chunk nobody fetches yet, so no byte
+/// is requested twice and every stream stays busy until the last chunks. Until then, and whenever a stream
+/// finds the server ignoring Range or the file restarts, one stream fetches chunk by chunk.
 struct FileFetcher: Sendable {
     let provider: any Provider
     let transport: any Transport
     let pacer: Pacer
     let chunkSize: Int64
+    /// Concurrent streams per file; 1 turns segments off.
+    let segments: Int
+    /// Files smaller than this are fetched over one stream.
+    let segmentThreshold: Int64
     let events: @Sendable (SyncEvent) -> Void
     let logger: Logger
 
@@ -87,10 +240,20 @@ struct FileFetcher: Sendable {
     func fetch(_ job: FileJob, within bounds: Range<Int64>, checkpointAtEnd: Bool = true) async throws {
         while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
-            try await pacer.run("GET \(job.file.path)") {
-                // Chosen on every attempt: a retry after a cut connection resumes after the bytes that arrived.
-                guard let chunk = nextChunk(job, within: bounds) else { return }
-                try await fetchChunk(job, chunk)
+            do {
+                if let generation = segmentGeneration(job) {
+                    try await fetchSegments(job, within: bounds, generation: generation)
+                } else {
+                    try await pacer.run("GET \(job.file.path)") {
+                        // Chosen on every attempt: a retry after a cut connection resumes after the bytes that
+                        // arrived, a retry after a restart starts from 0.
+                        let generation = job.generation
+                        guard let chunk = nextChunk(job, within: bounds) else { return }
+                        try await fetchChunk(job, chunk, generation: generation, limit: nil)
+                    }
+                }
+            } catch is SegmentStopped {
+                // The file restarted or segments stopped under this stream: choose again.
             }
             try job.writer.checkpointIfDue()
         }
@@ -115,14 +278,61 @@ struct FileFetcher: Sendable {
         return gap.lowerBound ..< min(gap.upperBound, gap.lowerBound + chunkSize)
     }
 
-    private func fetchChunk(_ job: FileJob, _ chunk: Range<Int64>) async throws {
+    // MARK: Segments
+
+    /// The generation to run segments in, or nil when `job` is fetched over one stream: segments are off, the
+    /// file is below the threshold, or no 206 of this generation has shown that the server honours Range yet.
+    private func segmentGeneration(_ job: FileJob) -> Int? {
+        guard segments > 1, job.file.size >= segmentThreshold else { return nil }
+        return job.withState { $0.rangesHonoured ? $0.generation : nil }
+    }
+
+    /// Runs `segments` streams until no unclaimed byte of `bounds` is missing, the generation ends, or the
+    /// server stops honouring Range. The first error that is not a `SegmentStopped` cancels the other streams
+    /// and is rethrown (cancellation included).
+    private func fetchSegments(_ job: FileJob, within bounds: Range<Int64>, generation: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0 ..< segments {
+                group.addTask { try await runSegment(job, within: bounds, generation: generation) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// One stream: claims a chunk, fetches it (retried through the pacer, resuming after the bytes that
+    /// arrived), gives it back, and claims the next.
+    private func runSegment(_ job: FileJob, within bounds: Range<Int64>, generation: Int) async throws {
+        while let claim = job.claim(within: bounds, chunkSize: chunkSize, generation: generation) {
+            defer { job.release(claim, generation: generation) }
+            try Task.checkCancellation()
+            do {
+                try await pacer.run("GET \(job.file.path)") {
+                    guard let rest = job.unfetched(of: claim, generation: generation) else { return }
+                    try await fetchChunk(job, rest, generation: generation, limit: claim.upperBound)
+                }
+            } catch SegmentStopped.rangeIgnored {
+                logger.info("\(job.file.path): the server answered a ranged request with the whole file; continuing over one connection")
+                return
+            } catch is SegmentStopped {
+                return
+            }
+            job.catchUpHash()
+            try job.writer.checkpointIfDue()
+        }
+    }
+
+    // MARK: One ranged GET
+
+    /// Fetches `chunk` for `generation` (one attempt, plus one after the link was refused). `limit` is a
+    /// segment's claim end (see `JobSink`); nil lets a 200 run to the end of the file.
+    private func fetchChunk(_ job: FileJob, _ chunk: Range<Int64>, generation: Int, limit: Int64?) async throws {
         var refusedOnce = false
         while true {
-            let download = try await resolvedDownload(job)
+            let (download, version) = try await currentDownload(job)
             var request = HTTPRequest(method: download.method, url: download.url,
                                       keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
             for h in download.headers { request.headers.add(h.name, h.value) }
-            let sink = JobSink(job: job) { bytes in
+            let sink = JobSink(job: job, generation: generation, start: chunk.lowerBound, limit: limit) { bytes in
                 events(.progress(remote: job.remote, path: job.file.path, bytes: bytes))
             }
             let ifRange = job.etag.flatMap(strongETag)
@@ -131,21 +341,25 @@ struct FileFetcher: Sendable {
             let status = outcome.head.status
             switch status {
             case 200, 206:
-                try checkSameFile(job, outcome: outcome, sentIfRange: ifRange)
+                try checkSameFile(job, outcome: outcome, generation: generation)
+                job.withState { s in
+                    // A 206 shows that Range is honoured; a 200 to a ranged request, that it is not.
+                    if s.generation == generation { s.rangesHonoured = status == 206 && !outcome.rangeIgnored }
+                    if s.downloadVersion == version { s.linkWorked = true }
+                }
                 return
             case 416:
                 if let total = outcome.totalSize, total != job.file.size {
-                    try job.restart(etag: nil)
+                    guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }
                     throw ProviderError(.invalidResponse, "\(job.file.path) changed size on the server during download (\(total) bytes now, \(job.file.size) listed); the next pull will fetch the new version")
                 }
                 throw ProviderError(.invalidResponse, "the server refused the byte range \(chunk.lowerBound)-\(chunk.upperBound - 1) of \(job.file.path) (416)")
-            case _ where [401, 403, 404, 410].contains(status) && !refusedOnce:
-                // Links expire and tokens age: resolve again once, then continue from the same offset.
+            case _ where [401, 403, 404, 410].contains(status) && (!refusedOnce || job.linkExpired(version)):
+                // Links expire and tokens age: resolve again once, then continue from the same offset. Once more
+                // only when the link refused now had worked (other streams used it up) or was already replaced.
                 // (One `where` for all four statuses: on a multi-pattern case it would guard only the last.)
                 refusedOnce = true
-                logger.info("\(job.file.path): content host answered \(status); resolving the download again")
-                let fresh = try await provider.resolveDownload(for: job.file, rejected: download, status: status)
-                job.withState { $0.download = fresh }
+                _ = try await currentDownload(job, refused: (download, version, status))
             default:
                 let context = "downloading \(job.file.path) from \(outcome.head.url.host ?? "the server")"
                 throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody, context: context)
@@ -155,41 +369,87 @@ struct FileFetcher: Sendable {
     }
 
     /// Detects a file that changed between requests: a new validator or size. Its bytes are dropped and the
-    /// download restarts from 0, so versions never mix.
-    private func checkSameFile(_ job: FileJob, outcome: DownloadOutcome, sentIfRange: String?) throws {
+    /// download restarts from 0, so versions never mix. Throws `SegmentStopped` when another stream already
+    /// restarted the file (this transfer's bytes were dropped or refused).
+    private func checkSameFile(_ job: FileJob, outcome: DownloadOutcome, generation: Int) throws {
         let responseETag = outcome.head.headers["ETag"]
+        let (known, current) = job.withState { ($0.etag, $0.generation) }
+        guard current == generation else { throw SegmentStopped.superseded }
         if let total = outcome.totalSize, total != job.file.size {
-            try job.restart(etag: nil)
+            guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }
             throw ProviderError(.invalidResponse, "\(job.file.path) is \(total) bytes on the server but was listed with \(job.file.size); it changed during the pull and will be fetched again next time")
         }
-        if let known = job.etag, let now = responseETag, sameVersion(known, now) == false {
+        if let known, let now = responseETag, sameVersion(known, now) == false {
+            guard try job.restart(etag: now, from: generation) else { throw SegmentStopped.superseded }
             logger.info("\(job.file.path) changed on the server during download (ETag); restarting it from the beginning")
-            try job.restart(etag: now)
             throw ProviderError(.transient, "\(job.file.path) changed during download; restarting")
         }
-        if job.etag == nil, let now = responseETag {
-            job.withState { $0.etag = now }
+        if known == nil, let now = responseETag {
+            job.withState { s in
+                if s.generation == generation, s.etag == nil { s.etag = now }
+            }
         }
     }
 
-    private func resolvedDownload(_ job: FileJob) async throws -> DownloadRequest {
-        if let current = job.withState({ $0.download }), (current.expiresAt ?? .distantFuture) > Date().addingTimeInterval(30) {
-            return current
+    /// The file's link and its version. Resolved once for all of the file's streams: when there is none or it
+    /// is about to expire, or when `refused` names the version the content host refused (401/403/404/410),
+    /// one stream asks the provider and the others wait for its answer; a stream whose refused link another
+    /// stream already replaced gets the replacement without asking again.
+    private func currentDownload(_ job: FileJob, refused: (request: DownloadRequest, version: Int, status: Int)? = nil)
+        async throws -> (DownloadRequest, Int) {
+        enum Next { case ready(DownloadRequest, Int), wait(Task<DownloadRequest, any Error>) }
+        let next = job.withState { s -> Next in
+            if let current = s.download {
+                if let refused {
+                    if s.downloadVersion != refused.version { return .ready(current, s.downloadVersion) }
+                } else if (current.expiresAt ?? .distantFuture) > Date().addingTimeInterval(30) {
+                    return .ready(current, s.downloadVersion)
+                }
+            }
+            if let resolving = s.resolving { return .wait(resolving) }
+            let resolving = Task { [provider, logger] in
+                guard let refused else { return try await provider.resolveDownload(for: job.file) }
+                logger.info("\(job.file.path): content host answered \(refused.status); resolving the download again")
+                return try await provider.resolveDownload(for: job.file, rejected: refused.request, status: refused.status)
+            }
+            s.resolving = resolving
+            return .wait(resolving)
         }
-        let fresh = try await provider.resolveDownload(for: job.file)
-        job.withState { s in
-            s.download = fresh
-            if s.etag == nil { s.etag = fresh.etag }
+        switch next {
+        case .ready(let download, let version):
+            return (download, version)
+        case .wait(let resolving):
+            let result = await withTaskCancellationHandler {
+                await resolving.result
+            } onCancel: {
+                resolving.cancel()
+            }
+            return try job.withState { s in
+                if s.resolving == resolving {
+                    s.resolving = nil
+                    if case .success(let fresh) = result {
+                        s.download = fresh
+                        s.downloadVersion += 1
+                        s.linkWorked = false
+                        if refused == nil, s.etag == nil { s.etag = fresh.etag }
+                    }
+                }
+                let fresh = try result.get()
+                return (s.download ?? fresh, s.downloadVersion)
+            }
         }
-        return fresh
     }
 
     /// Feeds the hash with the bytes not hashed while arriving (resumed or out of order), read from disk.
     /// Nil when the provider has no hash.
     private func finishHash(_ job: FileJob) throws -> String? {
+        guard let expected = job.expectedHash else { return nil }
         let size = job.file.size
-        var start = job.withState { $0.hashedUpTo }
-        guard var hasher = job.withState({ $0.hasher }) else { return nil }
+        // No catch-up runs once every stream has ended; if one did, start over rather than skip the check.
+        var (start, hasher) = job.withState { s -> (Int64, any ContentHasher) in
+            guard !s.hashBusy, let hasher = s.hasher else { return (0, makeHasher(for: expected.kind)) }
+            return (s.hashedUpTo, hasher)
+        }
         let block: Int64 = 1 << 20
         while start < size {
             let data = try job.writer.read(start ..< min(size, start + block))

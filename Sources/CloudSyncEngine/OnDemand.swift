@@ -56,8 +56,9 @@ public final class OnDemand: Sendable {
         self.cache = cache
         self.options = options
         self.logger = logger
+        // One stream per entry: a player reads in order, and a seek re-prioritises at the next chunk.
         fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
-                              events: { _ in }, logger: logger)
+                              segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger)
     }
 
     /// Opens `path` (relative to the remote's root, as indexed) for streaming. Touches its last access time.
@@ -207,7 +208,7 @@ final class FetchSession: Sendable {
                 }
                 if (error as? CacheError)?.code == .hashMismatch, recordMismatch() {
                     owner.logger.warning("serve: \(owner.remote):\(job.file.path): \(error); fetching it once more")
-                    try? job.restart(etag: nil)
+                    _ = try? job.restart(etag: nil)
                     continue
                 }
                 owner.logger.warning("serve: fetching \(owner.remote):\(job.file.path) failed: \(error)")

@@ -211,6 +211,7 @@ public struct Sync: Sendable {
     private func fetchAll(_ plan: SyncPlan, into report: inout SyncReport) async throws {
         guard !plan.fetch.isEmpty else { return }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
+                                  segments: options.segments, segmentThreshold: options.segmentThreshold,
                                   events: events, logger: logger)
         /// Files the first pass finished with: failed, or small enough to complete in it.
         var endedFirstPass: Set<String> = []
@@ -254,7 +255,7 @@ public struct Sync: Sendable {
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
         var fatal: (any Error)?
-        try await withThrowingTaskGroup(of: (String, FileResult).self) { group in
+        await withThrowingTaskGroup(of: (String, FileResult).self) { group in
             var next = 0
             func launch() {
                 while next < items.count, skipped.contains(items[next].file.path) { next += 1 }

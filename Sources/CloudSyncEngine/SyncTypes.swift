@@ -7,6 +7,10 @@ public struct SyncOptions: Sendable {
     public var jobs: Int
     /// Bytes per ranged GET.
     public var chunkSize: Int64
+    /// Concurrent ranged GETs ("segments") per file of at least `segmentThreshold` bytes; 1 = one per file.
+    public var segments: Int
+    /// Files this big or bigger are fetched in `segments` streams.
+    public var segmentThreshold: Int64
     /// With a value, a first pass fetches this many leading bytes of every planned track before any remainder.
     public var headFirst: Int64?
     /// Only files equal to or under these paths (relative to the remote's root); empty = everything.
@@ -16,10 +20,12 @@ public struct SyncOptions: Sendable {
     /// Wait for another run's pull lock instead of failing with `.locked`.
     public var waitForLock: Bool
 
-    public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, headFirst: Int64? = nil, paths: [String] = [],
-                dryRun: Bool = false, waitForLock: Bool = false) {
+    public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
+                headFirst: Int64? = nil, paths: [String] = [], dryRun: Bool = false, waitForLock: Bool = false) {
         self.jobs = max(1, jobs)
         self.chunkSize = max(64 << 10, chunkSize)
+        self.segments = max(1, segments)
+        self.segmentThreshold = max(1, segmentThreshold)
         self.headFirst = headFirst
         self.paths = paths
         self.dryRun = dryRun

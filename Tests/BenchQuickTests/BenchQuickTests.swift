@@ -16,16 +16,18 @@ struct BenchQuickTests {
         throw TestSupportError("no cloudsync binary under .build/debug or .build/release; run `swift build` first")
     }
 
-    /// Runs `bench/<script> --quick` with results in a temporary directory; returns (status, table, stderr tail).
-    /// Killed after `limit` seconds so a hung server cannot hang the suite.
-    static func runQuick(_ script: String, limit: TimeInterval = 300) throws -> (Int32, String, String) {
+    /// Runs `bench/<script> --quick ARGUMENTS` with results in a temporary directory; returns (status, the table
+    /// `<table>-quick.md` (default: the script's name), stderr tail). Killed after `limit` seconds so a hung
+    /// server cannot hang the suite.
+    static func runQuick(_ script: String, arguments: [String] = [], table name: String? = nil,
+                         limit: TimeInterval = 300) throws -> (Int32, String, String) {
         for program in ["bash", "python3", "nginx", "rclone", "aria2c", "curl"] where which(program) == nil {
             throw TestSupportError("\(program) is not installed; run scripts/install-deps.sh --bench (make bench does)")
         }
         let results = try TemporaryDirectory(prefix: "cloudsync-bench-quick")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [RepositoryPaths.root.appendingPathComponent("bench/\(script).sh").path, "--quick"]
+        process.arguments = [RepositoryPaths.root.appendingPathComponent("bench/\(script).sh").path, "--quick"] + arguments
         var env = ProcessInfo.processInfo.environment
         env["CLOUDSYNC_BIN"] = try binary()
         env["BENCH_RESULTS"] = results.path
@@ -44,7 +46,7 @@ struct BenchQuickTests {
             process.waitUntilExit()
             throw TestSupportError("bench/\(script).sh --quick did not finish within \(Int(limit)) s")
         }
-        let table = (try? String(contentsOf: results.file("\(script)-quick.md"), encoding: .utf8)) ?? ""
+        let table = (try? String(contentsOf: results.file("\(name ?? script)-quick.md"), encoding: .utf8)) ?? ""
         let stderr = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
         return (process.terminationStatus, table, String(stderr.suffix(2000)))
     }
@@ -56,6 +58,16 @@ struct BenchQuickTests {
         for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "aria2c@nginx-http", "curl@nginx-http"] {
             #expect(table.contains("| \(tool) |"), "no row for \(tool) in:\n\(table)")
         }
+    }
+
+    @Test("throughput --segments --quick: one big file over one and several connections, right bytes")
+    func throughputSegments() throws {
+        let (status, table, stderr) = try Self.runQuick("throughput", arguments: ["--segments"], table: "throughput-segments")
+        #expect(status == 0, "bench/throughput.sh --segments --quick failed:\n\(stderr)")
+        for tool in ["cloudsync-seg1", "cloudsync-seg4", "aria2c-x4", "rclone-streams4", "curl"] {
+            #expect(table.contains("| \(tool) |"), "no row for \(tool) in:\n\(table)")
+        }
+        #expect(table.contains("limit_rate"), "no rate-limited server in:\n\(table)")
     }
 
     @Test("resume --quick: every rerun after kill -9 ends with the right files")

@@ -66,6 +66,17 @@ struct CLI {
         #expect(r.stdout.isEmpty)
     }
 
+    @Test(arguments: ["0", "17", "many"])
+    func segmentsOutOfRangeIsAUsageError(value: String) throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.toml")
+        try "[remote.nas]\nprovider = \"webdav\"\nurl = \"http://127.0.0.1:1/dav/\"\n".write(to: file, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["pull", "--segments", value, "--config", file.path])
+        #expect(r.status == 2, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("--segments expects a whole number from 1 to 16, got '\(value)'"), "stderr: \(r.stderr)")
+    }
+
     /// Each kind of config mistake: one clear message with file:line:column, exit 3.
     @Test(arguments: [
         ("[pull]\njobs = \n", "config.toml:2:"),

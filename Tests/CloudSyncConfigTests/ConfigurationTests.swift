@@ -30,6 +30,8 @@ struct ConfigurationTests {
         #expect(config.cache.checkpoint == 8 * 1024 * 1024)
         #expect(config.pull.jobs == 4)
         #expect(config.pull.chunkSize == 8 * 1024 * 1024)
+        #expect(config.pull.segments == 4)
+        #expect(config.pull.segmentThreshold == 64 * 1024 * 1024)
         #expect(config.pull.bwlimit == nil)
         #expect(config.pull.retries == 10)
         #expect(config.pull.headFirst == 512 * 1024)
@@ -57,6 +59,8 @@ struct ConfigurationTests {
             [pull]
             jobs = 8
             chunk_size = "4MiB"
+            segments = 8
+            segment_threshold = "256MiB"
             bwlimit = "2MiB/s"
             retries = 0
             head_first = "256KiB"
@@ -86,11 +90,12 @@ struct ConfigurationTests {
             """
         let config = try parse(text)
         #expect(config.cache == CacheSettings(dir: URL(fileURLWithPath: "/var/cache/cs"), maxSize: 2 << 30, maxAge: 43200, checkpoint: 1 << 20))
-        #expect(config.pull == PullSettings(jobs: 8, chunkSize: 4 << 20, bwlimit: 2 << 20, retries: 0, headFirst: 256 << 10))
+        #expect(config.pull == PullSettings(jobs: 8, chunkSize: 4 << 20, segments: 8, segmentThreshold: 256 << 20,
+                                            bwlimit: 2 << 20, retries: 0, headFirst: 256 << 10))
         #expect(config.audio.isAudio(name: "a.mp3") && config.audio.isAudio(name: "b.FLAC") && !config.audio.isAudio(name: "c.ogg"))
         #expect(config.remotes.map(\.name) == ["g", "dav"])
         let g = config.remotes[0]
-        #expect(g.provider == .gdrive && g.root == "/Music" && g.line == 14)
+        #expect(g.provider == .gdrive && g.root == "/Music" && g.line == 16)
         #expect(g.apiURL?.absoluteString == "http://127.0.0.1:8080")
         #expect(g.contentURL?.absoluteString == "http://127.0.0.1:8081")
         #expect(g.tokenURL?.absoluteString == "http://127.0.0.1:8082/token")
@@ -99,7 +104,7 @@ struct ConfigurationTests {
         #expect(g.clientID == "id" && g.clientSecret == "cs" && g.accessToken == "at" && g.refreshToken == "rt")
         #expect(g.acknowledgeAbuse && g.webdavAuth == .basic)
         let dav = config.remotes[1]
-        #expect(dav.provider == .webdav && dav.root == "/" && dav.line == 27)
+        #expect(dav.provider == .webdav && dav.root == "/" && dav.line == 29)
         #expect(dav.url?.absoluteString == "https://dav.example/remote.php/dav/")
         #expect(dav.user == "me" && dav.password == "pw" && dav.passwordCommand == "pass show dav" && dav.webdavAuth == .bearer)
         #expect(dav.accessToken == "dav-token")
@@ -107,7 +112,7 @@ struct ConfigurationTests {
 
     static let schemaErrors: [(String, String)] = [
         ("[pull]\nchunksize = \"8MiB\"\n", "t.toml:2:1: unknown key 'chunksize' in [pull]; did you mean 'chunk_size'?"),
-        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, bwlimit, retries, head_first"),
+        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first"),
         ("[cache]\n  maxsize = \"1GiB\"", "t.toml:2:3: unknown key 'maxsize' in [cache]; did you mean 'max_size'?"),
         ("[pul]\njobs = 4\n", "t.toml:1:2: unknown table [pul]; did you mean [pull]?"),
         ("[remotes.a]\nprovider = \"dropbox\"", "t.toml:1:2: unknown table [remotes]; did you mean [remote]?"),
@@ -120,6 +125,11 @@ struct ConfigurationTests {
         ("[cache]\nmax_size = \"ten\"", "t.toml:2:12: max_size must be a size like \"512KiB\", \"8MiB\" or \"10GiB\", got \"ten\""),
         ("[cache]\nmax_size = true", "t.toml:2:12: max_size must be a size like \"8MiB\", got boolean"),
         ("[pull]\nchunk_size = \"0\"", "t.toml:2:14: chunk_size must be greater than zero, got \"0\""),
+        ("[pull]\nsegments = 0", "t.toml:2:12: segments must be between 1 and 16 (1 = one connection per file), got 0"),
+        ("[pull]\nsegments = 17", "t.toml:2:12: segments must be between 1 and 16 (1 = one connection per file), got 17"),
+        ("[pull]\nsegments = \"4\"", "t.toml:2:12: segments must be an integer, got string"),
+        ("[pull]\nsegment_threshold = \"big\"", "t.toml:2:21: segment_threshold must be a size like \"512KiB\", \"8MiB\" or \"10GiB\", got \"big\""),
+        ("[pull]\nsegment_threshold = 0", "t.toml:2:21: segment_threshold must be greater than zero, got 0"),
         ("[cache]\nmax_age = \"3x\"", "t.toml:2:11: max_age must be a duration like \"90d\", \"12h\", \"30m\" or \"45s\", got \"3x\""),
         ("[pull]\nbwlimit = \"fast\"", "t.toml:2:11: bwlimit must be \"off\" or a rate like \"2MiB/s\", got \"fast\""),
         ("[remote.a]\nprovider = \"dropbox\"\napi_url = \"ftp://x.org\"", "t.toml:3:11: api_url must be an http or https URL, got scheme 'ftp'"),

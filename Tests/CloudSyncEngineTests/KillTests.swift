@@ -11,6 +11,9 @@ import Testing
 /// 16 KiB pieces, so curl's buffer and the sockets hold a few pieces; we allow 64 KiB). A whole chunk is never
 /// lost: checkpoints happen inside a chunk, not at its end.
 ///
+/// With segments, the streams of a file share its checkpoints: per file in flight at most one checkpoint plus
+/// the in-flight bytes of each of its streams.
+///
 /// CLOUDSYNC_KILL_ITERATIONS (default 12) and CLOUDSYNC_KILL_SEED override the suite's values
 /// (bench/killloop.sh runs 200).
 @Suite struct KillTests {
@@ -19,22 +22,47 @@ import Testing
     static let jobs = 2
 
     @Test func killNineAtRandomMomentsThenRerunCompletesIdentically() throws {
-        let environment = ProcessInfo.processInfo.environment
-        let iterations = environment["CLOUDSYNC_KILL_ITERATIONS"].flatMap { Int($0) } ?? 12
-        let seed = environment["CLOUDSYNC_KILL_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1 ... 1_000_000)
-        print("KillTests seed: \(seed) (rerun with CLOUDSYNC_KILL_SEED=\(seed)), iterations: \(iterations)")
+        let (iterations, seed) = Self.settings(defaultIterations: 12)
         var random = SeededRandom(seed: seed)
         let files = (0 ..< 6).map { ("Kill/track \($0).flac", 3 << 20 | Int(random.next() % 50_000)) }
-        let fixture = try Fixture(seed: seed, files: files, rate: 1 << 20)
+        try Self.killLoop(files: files, pull: [], arguments: ["--jobs", String(Self.jobs)],
+                          bound: Int64(Self.jobs) * (Self.checkpoint + Self.slack), iterations: iterations,
+                          minimumKills: min(iterations, 10), seed: seed, random: &random)
+    }
+
+    /// One big file in four segments (1 MiB threshold, 256 KiB chunks), killed mid-download again and again.
+    @Test func killNineDuringSegmentsThenRerunCompletesIdentically() throws {
+        let (iterations, seed) = Self.settings(defaultIterations: 10)
+        var random = SeededRandom(seed: seed)
+        let files = [("Kill/long.flac", 16 << 20 | Int(random.next() % 50_000))]
+        let segments = 4
+        try Self.killLoop(files: files, pull: [#"chunk_size = "256KiB""#, #"segment_threshold = "1MiB""#, "segments = \(segments)"],
+                          arguments: [], bound: Self.checkpoint + Int64(segments) * Self.slack, iterations: iterations,
+                          minimumKills: min(iterations, 6), seed: seed, random: &random)
+    }
+
+    static func settings(defaultIterations: Int) -> (iterations: Int, seed: UInt64) {
+        let environment = ProcessInfo.processInfo.environment
+        let iterations = environment["CLOUDSYNC_KILL_ITERATIONS"].flatMap { Int($0) } ?? defaultIterations
+        let seed = environment["CLOUDSYNC_KILL_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1 ... 1_000_000)
+        print("KillTests seed: \(seed) (rerun with CLOUDSYNC_KILL_SEED=\(seed)), iterations: \(iterations)")
+        return (iterations, seed)
+    }
+
+    /// Starts `pull ARGUMENTS` `iterations` times and kills it with SIGKILL after a random delay (a run may
+    /// finish first, but at least `minimumKills` must land); checks that each run wasted at most `bound`
+    /// bytes, then that a rerun completes identically, fetching exactly the bytes the index says are missing.
+    static func killLoop(files: [(String, Int)], pull: [String], arguments: [String], bound: Int64, iterations: Int,
+                         minimumKills: Int, seed: UInt64, random: inout SeededRandom) throws {
+        let fixture = try Fixture(seed: seed, files: files, rate: 1 << 20, pull: pull)
         defer { fixture.cleanup() }
         let total = Int64(fixture.library.files.values.reduce(0) { $0 + $1.count })
-        let bound = Int64(Self.jobs) * (Self.checkpoint + Self.slack)
 
         var kills = 0, completions = 0
         for iteration in 0 ..< iterations {
             let claimedBefore = try fixture.env.cachedBytes()
             let servedBefore = try fixture.server.stats()["bytes"] ?? 0
-            let pull = try fixture.env.start(["pull", "--jobs", String(Self.jobs)])
+            let pull = try fixture.env.start(["pull"] + arguments)
             let delay = 0.15 + Double(random.next() % 850) / 1000
             usleep(UInt32(delay * 1_000_000))
             let killed = pull.process.isRunning
@@ -58,7 +86,7 @@ import Testing
                 try FileManager.default.removeItem(at: fixture.env.cacheDir)
             }
         }
-        #expect(kills >= min(iterations, 10), "only \(kills) kills landed (seed \(seed))")
+        #expect(kills >= minimumKills, "only \(kills) kills landed (seed \(seed))")
 
         let claimed = try fixture.env.cachedBytes()
         let servedBefore = try fixture.server.stats()["bytes"] ?? 0

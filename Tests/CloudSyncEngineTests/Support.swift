@@ -233,11 +233,20 @@ struct Served: Sendable {
     var start: Int64?
     /// When an injected status answer left the fake.
     var answered: Double?
+    /// When the answer was over (nil while it runs).
+    var end: Double?
 
     /// The first byte asked for by `Range: bytes=N-M`, else 0.
     var rangeStart: Int64 {
         guard let range, let dash = range.firstIndex(of: "-"), range.hasPrefix("bytes=") else { return 0 }
         return Int64(range[range.index(range.startIndex, offsetBy: 6) ..< dash]) ?? 0
+    }
+
+    /// The bytes asked for by `Range: bytes=N-M` as a half-open range; nil without a closed Range.
+    var requested: Range<Int64>? {
+        guard let range, let dash = range.firstIndex(of: "-"), range.hasPrefix("bytes="),
+              let last = Int64(range[range.index(after: dash)...]) else { return nil }
+        return rangeStart ..< last + 1
     }
 }
 
@@ -323,7 +332,7 @@ final class FakeServer {
             Served(t: (row["t"] as? NSNumber)?.doubleValue ?? 0, path: row["path"] as? String ?? "",
                    range: row["range"] as? String, status: (row["status"] as? NSNumber)?.intValue ?? 0,
                    bytes: (row["bytes"] as? NSNumber)?.int64Value ?? 0, start: (row["start"] as? NSNumber)?.int64Value,
-                   answered: (row["answered"] as? NSNumber)?.doubleValue)
+                   answered: (row["answered"] as? NSNumber)?.doubleValue, end: (row["end"] as? NSNumber)?.doubleValue)
         }
     }
 

@@ -12,21 +12,23 @@ line. It stops when its stdin closes, so a crashed test leaves nothing behind.
 Faults (a JSON list on the command line, or POST /_faults with the same JSON to replace them) are rules
 applied to GETs of files, first match wins. Each rule: {"path": substring of the decoded path or omitted
 for any file, "count": answers it applies to (default 1, -1 = forever), "kind": ...} where kind is
+  "none"          serve normally (with a count: lets that many answers through before the rules after it)
   "status"        answer `status` (e.g. 429, 503, 401, 404) with `retry_after` as Retry-After when set
   "cut"           send the head and `after` bytes of the body, then close the connection
   "ignore_range"  answer 200 with the whole body whatever Range says
   "wrong_range"   answer 206 whose Content-Range is shifted by `shift` bytes (body of the requested size)
-  "mutate"        serve this answer normally, then rewrite the file: every byte XOR 0x5A (size kept)
+  "mutate"        serve this answer normally, then replace the file: every byte XOR 0x5A (size kept)
   "ignore_if_range"  serve the requested range even when If-Range no longer matches
   "propfind_status"  (PROPFIND of a folder whose path matches) answer `status` instead of the listing
 Also: --rate limits every GET body to BYTES_PER_S (sent in 16 KiB pieces), --delay waits MS before
 answering every GET.
 
 Observation (no auth): GET /_log → JSON list of GETs {t, method, path, range, if_range, status,
-bytes, done, start, answered} where t is the server's time.time() when the request was received, answered
-when an injected status was sent, and bytes the body
-bytes actually handed to the kernel; GET /_stats → {"get": n, "propfind": n, "bytes": n, "active": n}
-(active = GETs still being answered). POST /_reset clears the log and counters.
+bytes, done, end, start, answered} where t is the server's time.time() when the request was received, end
+when its answer was over, answered when an injected status was sent, and bytes the body
+bytes actually handed to the kernel; GET /_stats → {"get": n, "propfind": n, "bytes": n, "active": n,
+"max_active": n} (active = GETs still being answered, max_active = most GETs answered at once).
+POST /_reset clears the log and counters.
 """
 import argparse
 import base64
@@ -60,6 +62,7 @@ class State:
         self.propfind = 0
         self.bytes = 0
         self.active = 0
+        self.max_active = 0
 
     def take_fault(self, path, propfind=False):
         """The first rule matching `path`, with its count consumed; None when no rule applies. Rules of kind
@@ -113,7 +116,8 @@ class Handler(BaseHTTPRequestHandler):
             return True
         if path == "/_stats":
             with s.lock:
-                body = json.dumps({"get": s.get, "propfind": s.propfind, "bytes": s.bytes, "active": s.active}).encode()
+                body = json.dumps({"get": s.get, "propfind": s.propfind, "bytes": s.bytes, "active": s.active,
+                                   "max_active": s.max_active}).encode()
             self.send(200, body, [("Content-Type", "application/json")])
             return True
         if path == "/_reset":
@@ -190,10 +194,11 @@ class Handler(BaseHTTPRequestHandler):
         s = self.state
         entry = {"t": time.time(), "method": "GET", "path": unquote(urlsplit(self.path).path),
                  "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
-                 "status": 0, "bytes": 0, "done": False, "start": None}
+                 "status": 0, "bytes": 0, "done": False, "end": None, "start": None}
         with s.lock:
             s.get += 1
             s.active += 1
+            s.max_active = max(s.max_active, s.active)
             s.log.append(entry)
         try:
             self.get(entry)
@@ -201,6 +206,7 @@ class Handler(BaseHTTPRequestHandler):
             with s.lock:
                 s.active -= 1
                 entry["done"] = True
+                entry["end"] = time.time()
 
     def get(self, entry):
         s = self.state
@@ -226,8 +232,11 @@ class Handler(BaseHTTPRequestHandler):
         with open(self.local(rel), "rb") as f:
             data = f.read()
         if kind == "mutate":
-            with open(self.local(rel), "wb") as f:
+            # Replaced atomically, as a server's upload does: a concurrent GET sees the old or the new file.
+            temporary = self.local(rel) + ".mutating"
+            with open(temporary, "wb") as f:
                 f.write(bytes(b ^ 0x5A for b in data))
+            os.replace(temporary, self.local(rel))
         size = len(data)
         etag = etag_of(data)
         headers = [("ETag", etag), ("Accept-Ranges", "bytes"),

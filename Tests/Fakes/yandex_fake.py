@@ -9,7 +9,9 @@ Hrefs name the download host as `download_host` (default "localhost"), so the cl
 Authorization header. The first stdout line is "API_PORT DOWNLOAD_PORT".
 
 Spec keys:
-  files: [{path: "Music/A/x.mp3", size: N, seed: S?, mime_type?, media_type?}]  (folders are implied)
+  files: [{path: "Music/A/x.mp3", size: N, seed: S?, mime_type?, media_type?, corrupt_hashes?}]  (folders are
+                                  implied; with corrupt_hashes: true the md5 and sha256 published are those of
+                                  other bytes, like a provider whose copy and hash disagree)
   dirs: ["Music/Empty"]           extra empty folders
   tokens: {access, refresh, client_id, client_secret}
   href_max_uses: N                an href answers href_expired_status after N GETs (default: unlimited)
@@ -83,13 +85,14 @@ class State:
         for n, f in enumerate(spec.get("files", [])):
             path = f["path"].strip("/")
             data = content_of(path, int(f["size"]), f.get("seed", n))
+            hashed = data + b"corrupt" if f.get("corrupt_hashes") else data
             name = path.rsplit("/", 1)[-1]
             mime, media = guess(name)
             revision += 1
             self.files[path] = {
                 "name": name, "data": data,
                 "mime_type": f.get("mime_type", mime), "media_type": f.get("media_type", media),
-                "md5": hashlib.md5(data).hexdigest(), "sha256": hashlib.sha256(data).hexdigest(),
+                "md5": hashlib.md5(hashed).hexdigest(), "sha256": hashlib.sha256(hashed).hexdigest(),
                 "revision": revision, "resource_id": f"4000000001:{hashlib.sha256(path.encode()).hexdigest()}",
                 "modified": f.get("modified", "2024-05-01T12:%02d:%02d+03:00" % (n // 60 % 60, n % 60)),
             }
