@@ -123,21 +123,6 @@ final class FileJob: Sendable {
         }
     }
 
-    /// A segment's transfer ran past its claim: the server answered 200 (it ignored Range, or `If-Range` no
-    /// longer matched, so the version of the bytes is unknown). Drops the bytes this transfer wrote (`written`)
-    /// and the hash (it may hold them), and stops segments for this generation. Returns whether segments were
-    /// still on (this is the first stream to notice); false when the generation is over.
-    func abandonSegment(generation: Int, written: Range<Int64>) throws -> Bool {
-        try state.withLock { s in
-            guard s.generation == generation else { return false }
-            let first = s.rangesHonoured
-            s.rangesHonoured = false
-            if !written.isEmpty { try writer.discard(written) }
-            s.resetHash(expectedHash)
-            return first
-        }
-    }
-
     // MARK: Hash
 
     /// Hashes, from the partial file, the bytes that arrived out of order once every byte before them is
@@ -175,28 +160,18 @@ final class FileJob: Sendable {
 
 /// Why a stream of a file stopped early. Not an error of the file: the fetch loop chooses again.
 enum SegmentStopped: Error {
-    /// Another stream restarted the file (a new generation), or segments were stopped.
+    /// Another stream restarted the file (a new generation).
     case superseded
-    /// This stream found that the server ignores Range; the file continues over one connection.
-    case rangeIgnored
 }
 
 /// Receives a transfer's bytes: writes them into the cache entry and feeds the hash while they arrive in order.
-/// Bytes of a generation that is over are refused (the transfer stops); with `limit` (a segment's claim end)
-/// a byte beyond it stops the transfer (see ``FileJob/abandonSegment(generation:written:)``).
+/// Bytes of a generation that is over are refused (the transfer stops).
 struct JobSink: ByteSink {
     let job: FileJob
     let generation: Int
-    /// Where this transfer's first byte lands.
-    let start: Int64
-    let limit: Int64?
     let progress: @Sendable (Int64) -> Void
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        if let limit, offset + Int64(bytes.count) > limit {
-            let first = try job.abandonSegment(generation: generation, written: start ..< max(start, offset))
-            throw first ? SegmentStopped.rangeIgnored : SegmentStopped.superseded
-        }
         let report: Int64 = try job.withState { s in
             // Under the job's lock: a restart cannot slip between this check and the write.
             guard s.generation == generation else { throw SegmentStopped.superseded }
@@ -249,7 +224,7 @@ struct FileFetcher: Sendable {
                         // arrived, a retry after a restart starts from 0.
                         let generation = job.generation
                         guard let chunk = nextChunk(job, within: bounds) else { return }
-                        try await fetchChunk(job, chunk, generation: generation, limit: nil)
+                        try await fetchChunk(job, chunk, generation: generation, segment: false)
                     }
                 }
             } catch is SegmentStopped {
@@ -308,11 +283,8 @@ struct FileFetcher: Sendable {
             do {
                 try await pacer.run("GET \(job.file.path)") {
                     guard let rest = job.unfetched(of: claim, generation: generation) else { return }
-                    try await fetchChunk(job, rest, generation: generation, limit: claim.upperBound)
+                    try await fetchChunk(job, rest, generation: generation, segment: true)
                 }
-            } catch SegmentStopped.rangeIgnored {
-                logger.info("\(job.file.path): the server answered a ranged request with the whole file; continuing over one connection")
-                return
             } catch is SegmentStopped {
                 return
             }
@@ -323,29 +295,37 @@ struct FileFetcher: Sendable {
 
     // MARK: One ranged GET
 
-    /// Fetches `chunk` for `generation` (one attempt, plus one after the link was refused). `limit` is a
-    /// segment's claim end (see `JobSink`); nil lets a 200 run to the end of the file.
-    private func fetchChunk(_ job: FileJob, _ chunk: Range<Int64>, generation: Int, limit: Int64?) async throws {
+    /// Fetches `chunk` for `generation` (one attempt, plus one after the link was refused). A `segment` stream
+    /// runs beside others, so a 200 (the server ignored Range, or `If-Range` no longer matched) ends its
+    /// transfer before any byte: segments stop and the chunk stays missing for the single stream that follows.
+    /// A lone stream reads a 200 on, from its offset.
+    private func fetchChunk(_ job: FileJob, _ chunk: Range<Int64>, generation: Int, segment: Bool) async throws {
         var refusedOnce = false
         while true {
             let (download, version) = try await currentDownload(job)
             var request = HTTPRequest(method: download.method, url: download.url,
                                       keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
             for h in download.headers { request.headers.add(h.name, h.value) }
-            let sink = JobSink(job: job, generation: generation, start: chunk.lowerBound, limit: limit) { bytes in
+            let sink = JobSink(job: job, generation: generation) { bytes in
                 events(.progress(remote: job.remote, path: job.file.path, bytes: bytes))
             }
             let ifRange = job.etag.flatMap(strongETag)
-            let outcome = try await transport.download(request, range: chunk.lowerBound ... chunk.upperBound - 1,
-                                                       ifRange: ifRange, into: sink)
+            let outcome = try await transport.download(request, range: chunk.lowerBound ... chunk.upperBound - 1, ifRange: ifRange,
+                                                       whenRangeIgnored: segment ? .stop : .skipToOffset, into: sink)
             let status = outcome.head.status
             switch status {
             case 200, 206:
                 try checkSameFile(job, outcome: outcome, generation: generation)
-                job.withState { s in
-                    // A 206 shows that Range is honoured; a 200 to a ranged request, that it is not.
-                    if s.generation == generation { s.rangesHonoured = status == 206 && !outcome.rangeIgnored }
+                let segmentsStopped = job.withState { s -> Bool in
                     if s.downloadVersion == version { s.linkWorked = true }
+                    guard s.generation == generation else { return false }
+                    // A 206 shows that Range is honoured; a 200 to a ranged request, that it is not.
+                    let was = s.rangesHonoured
+                    s.rangesHonoured = status == 206 && !outcome.rangeIgnored
+                    return was && !s.rangesHonoured
+                }
+                if segment && segmentsStopped {
+                    logger.info("\(job.file.path): the server answered a ranged request with the whole file; continuing over one connection")
                 }
                 return
             case 416:

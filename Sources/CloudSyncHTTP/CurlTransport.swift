@@ -66,7 +66,7 @@ public final class CurlTransport: Transport {
     }
 
     public func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?,
-                         into sink: any ByteSink) async throws -> DownloadOutcome {
+                         whenRangeIgnored: IgnoredRange, into sink: any ByteSink) async throws -> DownloadOutcome {
         var extra: [(String, String)] = []
         if let range {
             precondition(range.lowerBound >= 0, "ranges are absolute: never suffix ranges")
@@ -75,7 +75,7 @@ public final class CurlTransport: Transport {
         }
         let errorLimit = options.maxErrorBody
         let (final, result) = try await follow(request, extraHeaders: extra, acceptsCompression: false) {
-            .download(range: range, sink: sink, errorLimit: errorLimit)
+            .download(range: range, sink: sink, errorLimit: errorLimit, whenRangeIgnored: whenRangeIgnored)
         }
         let head = HTTPResponseHead(status: result.status, headers: result.headers, url: final.url)
         let ok = result.status == 200 || result.status == 206

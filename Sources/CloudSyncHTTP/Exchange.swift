@@ -8,7 +8,7 @@ enum BodyMode {
     /// Keep the whole body (API calls); more than `limit` bytes fails the exchange.
     case collect(limit: Int)
     /// A ranged download into `sink`; non-2xx bodies are kept up to `errorLimit` bytes.
-    case download(range: ClosedRange<Int64>?, sink: any ByteSink, errorLimit: Int)
+    case download(range: ClosedRange<Int64>?, sink: any ByteSink, errorLimit: Int, whenRangeIgnored: IgnoredRange)
 }
 
 /// What one exchange (one request, one response, no redirect following) produced.
@@ -91,6 +91,8 @@ final class Exchange: @unchecked Sendable {
     private var target = Target.discard
     private var deliveredStart: Int64 = 0
     private var rangeIgnored = false
+    /// A 200 to a ranged request with `.stop`: the transfer was ended after the head, on purpose.
+    private var stoppedAtHead = false
     private var totalSize: Int64?
 
     private enum Target {
@@ -243,7 +245,7 @@ final class Exchange: @unchecked Sendable {
             if status >= 100 && status < 200 { return bytes.count }
             headComplete = true
             decideTarget()
-            if failure != nil { return 0 }
+            if failure != nil || stoppedAtHead { return 0 }
         } else if let colon = line.firstIndex(of: 0x3A) {
             headers.add(String(decoding: ASCII.trimmingWhitespace(line[..<colon]), as: UTF8.self),
                         String(decoding: ASCII.trimmingWhitespace(line[(colon + 1)...]), as: UTF8.self))
@@ -257,7 +259,7 @@ final class Exchange: @unchecked Sendable {
         case .collect(let limit):
             target = (300..<400).contains(status) && headers["Location"] != nil
                 ? .discard : .collect(limit: limit, failIfExceeded: true)
-        case .download(let range, let sink, let errorLimit):
+        case .download(let range, let sink, let errorLimit, let whenRangeIgnored):
             switch status {
             case 206:
                 guard let header = headers["Content-Range"], let cr = ContentRange(header), let got = cr.range else {
@@ -281,6 +283,10 @@ final class Exchange: @unchecked Sendable {
                 deliveredStart = skip
                 if headers["Content-Encoding"] == nil, let length = headers["Content-Length"].flatMap({ Int64($0) }) {
                     totalSize = length
+                }
+                if rangeIgnored && whenRangeIgnored == .stop {
+                    stoppedAtHead = true
+                    return
                 }
                 target = .sink(sink, offset: 0, skip: skip, end: nil)
             default:
@@ -350,6 +356,10 @@ final class Exchange: @unchecked Sendable {
         if let failure { return .failure(failure) }
         if code == CURLE_ABORTED_BY_CALLBACK && cancelled.load(ordering: .relaxed) {
             return .failure(CancellationError())
+        }
+        if stoppedAtHead {
+            return .success(ExchangeResult(status: status, headers: headers, body: Data(), delivered: deliveredStart..<deliveredStart,
+                                           rangeIgnored: true, totalSize: totalSize))
         }
         guard code == CURLE_OK else { return .failure(networkError(code)) }
         var delivered = deliveredStart..<deliveredEnd

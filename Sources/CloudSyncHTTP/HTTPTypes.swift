@@ -124,5 +124,26 @@ public protocol Transport: Sendable {
     /// else `.invalidResponse` is thrown before any byte is written. A 200 to a ranged request sets
     /// `rangeIgnored` and bytes before `range.lowerBound` are discarded, never written at a wrong offset.
     /// Other statuses write nothing and return the head and a bounded `errorBody`.
-    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, into sink: any ByteSink) async throws -> DownloadOutcome
+    ///
+    /// `whenRangeIgnored` says what a 200 to a ranged request does: `.skipToOffset` reads the body and
+    /// writes from `range.lowerBound` on; `.stop` ends the exchange before any body byte (the outcome has
+    /// `rangeIgnored` and nothing delivered), for callers that fetch other ranges of the file in parallel.
+    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
+                  into sink: any ByteSink) async throws -> DownloadOutcome
+}
+
+/// What a download does when the server answers a ranged request with the whole representation (200).
+public enum IgnoredRange: Sendable {
+    /// Discard the bytes before the range, then write the rest at their offsets.
+    case skipToOffset
+    /// End the exchange before any body byte.
+    case stop
+}
+
+extension Transport {
+    /// A download that reads on when the server ignores Range (`.skipToOffset`).
+    public func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?,
+                         into sink: any ByteSink) async throws -> DownloadOutcome {
+        try await download(request, range: range, ifRange: ifRange, whenRangeIgnored: .skipToOffset, into: sink)
+    }
 }

@@ -53,6 +53,24 @@ struct TransportTests {
         #expect(sink.assembled(150000..<200000) == served(200000, from: 150000))
     }
 
+    @Test func serverIgnoringRangeStopsAtTheHeadWhenAsked() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/norange/200000")), range: 150000...159999,
+                                               ifRange: nil, whenRangeIgnored: .stop, into: sink)
+        #expect(out.head.status == 200)
+        #expect(out.rangeIgnored)
+        #expect(out.delivered.isEmpty)
+        #expect(out.totalSize == 200000)
+        #expect(sink.count == 0)
+        // The transport stays usable; a 206 is read as usual with the same setting.
+        let ranged = MemorySink()
+        let ok = try await transport.download(HTTPRequest(url: server.url("/data/200000")), range: 1000...1999,
+                                              ifRange: nil, whenRangeIgnored: .stop, into: ranged)
+        #expect(ok.head.status == 206)
+        #expect(ranged.assembled(1000..<2000) == served(200000, from: 1000).prefix(1000))
+    }
+
     @Test func mismatchedContentRangeWritesNothing() async throws {
         let server = try await faultServer()
         let sink = MemorySink()

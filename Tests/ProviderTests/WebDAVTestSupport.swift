@@ -49,7 +49,8 @@ struct UnusedTransport: Transport {
         throw ProviderError(.invalidResponse, "UnusedTransport.send called for \(request.method) \(request.url)")
     }
 
-    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, into sink: any ByteSink) async throws -> DownloadOutcome {
+    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
+                  into sink: any ByteSink) async throws -> DownloadOutcome {
         throw ProviderError(.invalidResponse, "UnusedTransport.download called")
     }
 }

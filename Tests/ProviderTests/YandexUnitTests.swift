@@ -26,7 +26,8 @@ final class YandexCannedTransport: Transport {
         return HTTPResponse(head: HTTPResponseHead(status: status, headers: ["Content-Type": "application/json"], url: request.url), body: body)
     }
 
-    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, into sink: any ByteSink) async throws -> DownloadOutcome {
+    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
+                  into sink: any ByteSink) async throws -> DownloadOutcome {
         throw ProviderError(.invalidResponse, "YandexCannedTransport does not download")
     }
 }
