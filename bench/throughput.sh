@@ -12,6 +12,13 @@ source "$(dirname "$0")/lib.sh"
 need rclone aria2c nginx
 SEGMENTS=0; for arg in "$@"; do [ "$arg" = --segments ] && SEGMENTS=1; done
 
+# check_tree DIR EXPECTED WHAT: counts a failure when DIR's tree_sum is not EXPECTED.
+check_tree() {
+    local have; have=$(tree_sum "$1")
+    if [ "$have" != "$2" ]; then echo "bench: $3: files differ ($have vs $2)" >&2; failures=$((failures+1)); fi
+    return 0
+}
+
 if [ $SEGMENTS = 1 ]; then
     out=$RESULTS/throughput-segments$([ $QUICK = 1 ] && echo -quick || true).md
     if [ $QUICK = 1 ]; then name=1x64MiB size=$((64 << 20)); else name=1x1GiB size=$((1 << 30)); fi
@@ -45,10 +52,7 @@ if [ $SEGMENTS = 1 ]; then
                 rclone-streams4) measure "$res" "$tool" rclone copy :http: "$WORK/dst" --config /dev/null \
                         --http-url "http://127.0.0.1:$NGINX_PORT/lib/" --multi-thread-streams 4 --multi-thread-cutoff 64M ;;
                 esac
-                if [ "$run" = 1 ]; then
-                    have=$(tree_sum "$got")
-                    if [ "$have" != "$expect" ]; then echo "bench: $tool on $server: files differ ($have vs $expect)" >&2; failures=$((failures+1)); fi
-                fi
+                [ "$run" = 1 ] && check_tree "$got" "$expect" "$tool on $server"
             done
         done
         rm -rf "$WORK/dst" "$WORK/cache"
@@ -123,10 +127,7 @@ PY
                     --console-log-level=error --summary-interval=0 --download-result=hide --allow-overwrite=true; got=$WORK/dst ;;
             curl@nginx-http) measure "$res" "$tool" curl --parallel --parallel-max 4 --fail -s --create-dirs -K "$WORK/curl.cfg"; got=$WORK/dst ;;
             esac
-            if [ "$run" = 1 ]; then
-                have=$(tree_sum "$got")
-                if [ "$have" != "$expect" ]; then echo "bench: $tool on $name: files differ ($have vs $expect)" >&2; failures=$((failures+1)); fi
-            fi
+            [ "$run" = 1 ] && check_tree "$got" "$expect" "$tool on $name"
         done
     done
     rm -rf "$WORK/dst" "$WORK/cache"

@@ -370,6 +370,22 @@ struct Fixture {
     }
 }
 
+extension Fixture {
+    /// After a pull `r` during which the file at `path` changed into `new`: either the pull succeeded and the
+    /// track is the new version entirely, or it failed (exit 1) naming the change and left no track — never a
+    /// mix of versions.
+    func expectNewVersionOrCleanFailure(_ r: Env.Result, path: String, new: Data) {
+        let track = try? Data(contentsOf: env.tracks.appendingPathComponent(path))
+        if r.status == 0 {
+            #expect(track == new, "exit 0 but the track is not the new version entirely")
+        } else {
+            #expect(r.status == 1, "stderr: \(r.stderr)")
+            #expect(r.stderr.contains(path) && r.stderr.contains("changed"), "stderr: \(r.stderr)")
+            #expect(track == nil, "a failed changed file must not appear in tracks/")
+        }
+    }
+}
+
 /// Polls `condition` every 10 ms for up to `timeout` seconds; false when it never held.
 func eventually(timeout: TimeInterval = 20, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(timeout)

@@ -44,6 +44,10 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote, urlsplit
 
+# Every byte XOR 0x5A, as a translation table: at C speed, so a "mutate" replaces even a big file at once
+# (a byte-by-byte generator took ~0.7 s for 4 MiB, long enough for a whole download to finish meanwhile).
+FLIP = bytes(i ^ 0x5A for i in range(256))
+
 PREFIX = "/dav/"
 PIECE = 16 * 1024
 AUTH = "Basic " + base64.b64encode(b"demo:demo-pass").decode()
@@ -235,7 +239,7 @@ class Handler(BaseHTTPRequestHandler):
             # Replaced atomically, as a server's upload does: a concurrent GET sees the old or the new file.
             temporary = self.local(rel) + ".mutating"
             with open(temporary, "wb") as f:
-                f.write(bytes(b ^ 0x5A for b in data))
+                f.write(data.translate(FLIP))
             os.replace(temporary, self.local(rel))
         size = len(data)
         etag = etag_of(data)
