@@ -24,6 +24,25 @@ extension Cache {
     }
 }
 
+extension Cache {
+    /// Removes the lock files of entries nobody is writing: those a crashed writer left, and those of caches
+    /// made before lock files went away with completion. Each is taken non-blocking first, so a file in use
+    /// stays. Returns how many were removed. Cheap once swept: only entries being written have one.
+    @discardableResult
+    public func removeIdleLockFiles() -> Int {
+        let prefix = "entry-", suffix = ".lock"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("locks").path)) ?? []
+        var removed = 0
+        for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
+            guard let id = Int64(name.dropFirst(prefix.count).dropLast(suffix.count)),
+                  let lock = try? EntryLock.tryAcquire(cache: self, id: id, wait: false) else { continue }
+            lock.unlinkWhileHeld()
+            removed += 1
+        }
+        return removed
+    }
+}
+
 /// An exclusive flock on `locks/entry-<id>.lock`, released when closed or deinitialized. The file exists only
 /// while an entry is being written: the holder unlinks it once the entry is complete, so a big library does
 /// not leave one lock file per track behind.

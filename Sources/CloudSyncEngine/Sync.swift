@@ -47,6 +47,7 @@ public struct Sync: Sendable {
         // A pull restricted to PATHs applies only part of the listing (deletions elsewhere wait), so it must not
         // advance the change feed past changes it did not apply.
         if let cursor, options.paths.isEmpty { try cache.setCursor(cursor, remote: remote) }
+        cache.removeIdleLockFiles()
         let eviction = try cache.evict(dryRun: false)
         if !eviction.evicted.isEmpty {
             logger.info("evicted \(eviction.evicted.count) tracks (\(ByteSize.format(eviction.freedBytes))) to stay within the cache limits")

@@ -104,6 +104,24 @@ import Testing
         #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
     }
 
+    /// Lock files nobody holds (a crash, or an older cache that kept one per entry) are swept; one in use stays.
+    @Test func idleLockFilesAreSwept() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", files: [remoteFile("a.mp3"), remoteFile("b.mp3")])
+        let locks = dir.url.appendingPathComponent("locks")
+        for id in [1, 2, 77] { FileManager.default.createFile(atPath: locks.appendingPathComponent("entry-\(id).lock").path, contents: nil) }
+        FileManager.default.createFile(atPath: locks.appendingPathComponent("entry-x.lock").path, contents: nil)
+        let busy = try cache.openWriter(remote: "r", path: "b.mp3")
+        #expect(cache.removeIdleLockFiles() == 2)
+        let left = try FileManager.default.contentsOfDirectory(atPath: locks.path).filter { $0.hasPrefix("entry-") }.sorted()
+        #expect(left == ["entry-2.lock", "entry-x.lock"])
+        // The writer that kept its file still excludes others.
+        #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "b.mp3") }
+        busy.close()
+    }
+
     @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
