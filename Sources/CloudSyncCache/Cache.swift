@@ -87,13 +87,14 @@ public final class Cache: Sendable {
     /// Upserts a batch of files of `remote` in one transaction (a listing page of 20,000 files is fine).
     /// A new file gets a local name (``LocalPath``), disambiguated when it collides with another entry's.
     /// When a file's fingerprint (size, modified, revision) changed, its partial bytes are dropped; a complete
-    /// older copy in `tracks/` stays until the new version completes. Returns one outcome per file, in order.
+    /// older copy in `tracks/` stays until the new version completes. Returns, per file in order, how it related to
+    /// the index before (as ``compare(remote:files:)`` would have said).
     @discardableResult
-    public func upsert(remote: String, files: some Sequence<RemoteFile>) throws(CacheError) -> [UpsertOutcome] {
+    public func upsert(remote: String, files: some Sequence<RemoteFile>) throws(CacheError) -> [ListedFileStatus] {
         var stalePartials: [String] = []
         let outcomes = try withDatabase { db throws(CacheError) in
-            try db.withTransaction { () throws(CacheError) -> [UpsertOutcome] in
-                var outcomes: [UpsertOutcome] = []
+            try db.withTransaction { () throws(CacheError) -> [ListedFileStatus] in
+                var outcomes: [ListedFileStatus] = []
                 outcomes.reserveCapacity(files.underestimatedCount)
                 for file in files {
                     let (outcome, stale) = try IndexSchema.upsert(db, remote: remote, file: file)
@@ -122,7 +123,7 @@ public final class Cache: Sendable {
 
     /// Upserts one file; see ``upsert(remote:files:)``.
     @discardableResult
-    public func upsert(remote: String, file: RemoteFile) throws(CacheError) -> UpsertOutcome {
+    public func upsert(remote: String, file: RemoteFile) throws(CacheError) -> ListedFileStatus {
         try upsert(remote: remote, files: [file])[0]
     }
 

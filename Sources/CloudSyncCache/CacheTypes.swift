@@ -57,7 +57,8 @@ public struct CacheEntryInfo: Sendable, Hashable {
 }
 
 /// What a batch upsert did to each file, in input order.
-/// How a listed file relates to its index entry (``Cache/compare(remote:files:)``).
+/// How a listed file relates to its index entry (``Cache/compare(remote:files:)``), or related before
+/// ``Cache/upsert(remote:files:)`` recorded it.
 public enum ListedFileStatus: Sendable, Hashable {
     /// Not indexed.
     case new
@@ -65,15 +66,6 @@ public enum ListedFileStatus: Sendable, Hashable {
     case changed(wasComplete: Bool)
     /// This version is indexed: complete, or with `presentBytes` committed so far.
     case same(complete: Bool, presentBytes: Int64)
-}
-
-public enum UpsertOutcome: Sendable, Hashable {
-    /// Not indexed before.
-    case inserted
-    /// The fingerprint changed: cached partial bytes were dropped (a complete older copy stays until replaced).
-    case changed
-    /// Same fingerprint; metadata refreshed.
-    case unchanged
 }
 
 /// What a removal did.

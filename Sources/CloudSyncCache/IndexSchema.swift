@@ -81,35 +81,38 @@ enum IndexSchema {
         }
     }
 
-    /// Inserts or updates one file; returns the outcome and, on a fingerprint change, the stale partial's name.
-    /// How `file` relates to its row; reads only.
+    /// How `file` relates to its row (`.new` without one); reads only.
     static func status(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> ListedFileStatus {
-        let row = try db.first("SELECT size, modified_s, revision, state, present_bytes FROM files WHERE remote = ? AND path = ?",
-                               [.text(remote), .text(file.path)]) {
-            (fingerprint: Fingerprint(size: $0.int(0), modified: $0.int(1), revision: $0.text(2)), complete: $0.int(3) == 2,
-             present: $0.int(4))
-        }
-        guard let row else { return .new }
-        guard row.fingerprint == file.fingerprint else { return .changed(wasComplete: row.complete) }
-        return .same(complete: row.complete, presentBytes: row.complete ? file.size : row.present)
+        try row(db, remote: remote, file: file)?.status ?? .new
     }
 
-    static func upsert(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> (UpsertOutcome, String?) {
+    /// `file`'s row id and generation, and how `file` relates to it; nil without a row.
+    private static func row(_ db: Database, remote: String, file: RemoteFile) throws(CacheError)
+        -> (id: Int64, generation: Int64, status: ListedFileStatus)? {
+        try db.first("SELECT id, generation, size, modified_s, revision, state, present_bytes FROM files WHERE remote = ? AND path = ?",
+                     [.text(remote), .text(file.path)]) {
+            let fingerprint = Fingerprint(size: $0.int(2), modified: $0.int(3), revision: $0.text(4))
+            let complete = $0.int(5) == 2
+            let status: ListedFileStatus = fingerprint != file.fingerprint ? .changed(wasComplete: complete)
+                : .same(complete: complete, presentBytes: complete ? file.size : $0.int(6))
+            return (id: $0.int(0), generation: $0.int(1), status: status)
+        }
+    }
+
+    /// Inserts or updates one file; returns how it related to the index before and, on a fingerprint change,
+    /// the stale partial's name.
+    static func upsert(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> (ListedFileStatus, String?) {
         let fp = file.fingerprint
         let metadata: [SQLValue] = [
             file.providerID.map(SQLValue.text) ?? .null, .real(file.modified.timeIntervalSince1970),
             .text(encodeHashes(file.hashes)), file.mimeType.map(SQLValue.text) ?? .null,
             file.downloadHint.map(SQLValue.text) ?? .null,
         ]
-        let existing = try db.first("SELECT id, size, modified_s, revision, generation FROM files WHERE remote = ? AND path = ?",
-                                    [.text(remote), .text(file.path)]) {
-            (id: $0.int(0), fingerprint: Fingerprint(size: $0.int(1), modified: $0.int(2), revision: $0.text(3)), generation: $0.int(4))
-        }
-        if let existing {
-            if existing.fingerprint == fp {
+        if let existing = try row(db, remote: remote, file: file) {
+            if case .same = existing.status {
                 try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ? WHERE id = ?",
                            metadata + [.int(existing.id)])
-                return (.unchanged, nil)
+                return (existing.status, nil)
             }
             try db.run("""
                 UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?,
@@ -117,7 +120,7 @@ enum IndexSchema {
                     present_bytes = 0
                 WHERE id = ?
                 """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .int(existing.id)])
-            return (.changed, Cache.partialName(id: existing.id, generation: existing.generation))
+            return (existing.status, Cache.partialName(id: existing.id, generation: existing.generation))
         }
         let plain = LocalPath.safeComponent(remote) + "/" + LocalPath.safeRelativePath(for: file.path)
         var local = plain
@@ -133,7 +136,7 @@ enum IndexSchema {
             VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, metadata + [.text(remote), .text(file.path), .text(local), .text(LocalPath.collisionKey(local)),
                              .int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970)])
-        return (.inserted, nil)
+        return (.new, nil)
     }
 }
 

@@ -169,8 +169,7 @@ public struct Sync: Sendable {
     /// new one is verified).
     private func plan(_ files: [RemoteFile], recording: Bool, into plan: inout SyncPlan) throws {
         if files.isEmpty { return }
-        let statuses = try cache.compare(remote: remote, files: files)
-        if recording { _ = try cache.upsert(remote: remote, files: files) }
+        let statuses = recording ? try cache.upsert(remote: remote, files: files) : try cache.compare(remote: remote, files: files)
         for (file, status) in zip(files, statuses) where options.selects(file.path) {
             switch status {
             case .same(complete: true, _):

@@ -9,11 +9,11 @@ import Testing
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let file = remoteFile("A/one.mp3", hashes: [ContentHash(kind: .quickXor, value: "ab+/cd==")])
-        #expect(try cache.upsert(remote: "r", files: [file, remoteFile("A/two.mp3")]) == [.inserted, .inserted])
-        #expect(try cache.upsert(remote: "r", file: file) == .unchanged)
+        #expect(try cache.upsert(remote: "r", files: [file, remoteFile("A/two.mp3")]) == [.new, .new])
+        #expect(try cache.upsert(remote: "r", file: file) == .same(complete: false, presentBytes: 0))
         var changed = file
         changed.revision = "r2"
-        #expect(try cache.upsert(remote: "r", file: changed) == .changed)
+        #expect(try cache.upsert(remote: "r", file: changed) == .changed(wasComplete: false))
         let entry = try #require(try cache.entry(remote: "r", path: "A/one.mp3"))
         #expect(entry.file == changed)
         #expect(entry.state == .missing)

@@ -134,7 +134,7 @@ import Testing
         var v2 = v1
         v2.revision = "v2"
         v2.size = 800
-        #expect(try cache.upsert(remote: "r", file: v2) == .changed)
+        #expect(try cache.upsert(remote: "r", file: v2) == .changed(wasComplete: true))
         let entry = try #require(try cache.entry(remote: "r", path: "song.flac"))
         #expect(entry.state == .missing)
         #expect(try Data(contentsOf: url) == old)  // the old copy still plays
