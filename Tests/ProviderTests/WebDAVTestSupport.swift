@@ -3,9 +3,10 @@ import CloudSyncHTTP
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 @testable import WebDAV
 
-/// Helpers for the WebDAV tests only (Tests/TestSupport belongs to someone else this round).
+/// Paths and servers for the WebDAV tests.
 enum WebDAVTestPaths {
     /// The package root, found from this file's path.
     static let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -84,61 +85,14 @@ func collectPages(_ provider: WebDAVProvider) async throws -> [ListingPage] {
     return pages
 }
 
-/// A child process started for a test, stopped by `stop()` (closing its stdin and terminating it).
-final class ChildProcess: @unchecked Sendable {
-    let process = Process()
-    private let stdinPipe = Pipe()
-    private let stdoutPipe = Pipe()
-    private let stderrPipe = Pipe()
-
-    /// Starts `arguments` through /usr/bin/env and returns its first stdout line. Fails the test with a clear
-    /// message (and stops the child) if that line does not come within `timeout` seconds.
-    static func start(_ arguments: [String], timeout: TimeInterval = 15) async throws -> (ChildProcess, String) {
-        let child = ChildProcess()
-        child.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        child.process.arguments = arguments
-        child.process.standardInput = child.stdinPipe
-        child.process.standardOutput = child.stdoutPipe
-        child.process.standardError = child.stderrPipe
-        try child.process.run()
-        let handle = child.stdoutPipe.fileHandleForReading
-        let process = child.process
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { if process.isRunning { process.terminate() } }
-        let line: String = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                var bytes: [UInt8] = []
-                while true {
-                    let chunk = handle.readData(ofLength: 1)
-                    if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
-                    bytes.append(contentsOf: chunk)
-                }
-                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-            }
-        }
-        if line.isEmpty {
-            child.stop()
-            let err = String(decoding: child.stderrPipe.fileHandleForReading.availableData, as: UTF8.self)
-            throw ProviderError(.configuration, "`\(arguments.joined(separator: " "))` printed nothing within \(Int(timeout)) s (is it installed?): \(err)")
-        }
-        return (child, line)
-    }
-
-    /// Closes the child's stdin, terminates it, and waits at most 5 s (Foundation's `waitUntilExit` waits
-    /// for every holder of a descriptor it gave the child, which can be forever).
-    func stop() {
-        try? stdinPipe.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        for _ in 0..<50 where process.isRunning { usleep(100_000) }
-    }
-}
-
 /// The fake server of Tests/Fakes/webdav_fake.py, one per test.
 final class FakeWebDAVServer: Sendable {
     let port: Int
     private let child: ChildProcess
 
     static func start(_ options: [String]) async throws -> FakeWebDAVServer {
-        let (child, line) = try await ChildProcess.start(["python3", WebDAVTestPaths.fakeServer.path] + options)
+        let (child, line) = try await ChildProcess.startReadingFirstLine("python3", [WebDAVTestPaths.fakeServer.path] + options,
+                                                                         timeout: 15)
         guard let port = Int(line.trimmingCharacters(in: .whitespaces)) else {
             child.stop()
             throw ProviderError(.configuration, "webdav_fake.py printed '\(line)' instead of a port")

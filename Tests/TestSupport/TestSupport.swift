@@ -140,14 +140,28 @@ public final class ChildProcess: @unchecked Sendable {
         return port
     }
 
-    /// Terminates the process (SIGTERM, SIGKILL after 1 s) and waits for it.
+    /// Terminates the process (SIGTERM, SIGKILL after 1 s) and waits for it at most 5 s more. (Not
+    /// `waitUntilExit`: a child that started a daemon sharing its descriptors could make that wait forever.)
     public func stop() {
         guard process.isRunning else { return }
         process.terminate()
         let deadline = Date().addingTimeInterval(1)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        for _ in 0 ..< 500 where process.isRunning { usleep(10_000) }
+    }
+
+    /// Starts `program arguments` and returns it with its first stdout line; stops it and throws when no line
+    /// comes within `timeout` seconds.
+    public static func startReadingFirstLine(_ program: String, _ arguments: [String],
+                                             timeout: TimeInterval) async throws -> (ChildProcess, String) {
+        let child = try ChildProcess(program, arguments)
+        do {
+            return (child, try await child.waitForLine(prefix: "", timeout: timeout))
+        } catch {
+            child.stop()
+            throw error
+        }
     }
 }
 
