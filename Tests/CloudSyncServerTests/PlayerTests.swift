@@ -44,8 +44,8 @@ import WebDAV
         let source = try Data(contentsOf: library.appendingPathComponent("tone.wav"))
 
         let script = RepositoryPaths.root.appendingPathComponent("Tests/servers/start-webdav.sh").path
-        let starter = try ChildProcess("bash", [script, "rclone", dir.file("library").path])
-        let line = try await starter.waitForLine(prefix: "", timeout: 20)
+        let (_, line) = try await ChildProcess.startReadingFirstLine("bash", [script, "rclone", dir.file("library").path],
+                                                                           timeout: 20)
         let fields = line.split(separator: " ")
         guard fields.count == 3, let port = Int(fields[0]), let pid = Int32(fields[1]) else {
             throw TestSupportError("start-webdav.sh printed '\(line)'")
