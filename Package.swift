@@ -18,9 +18,14 @@ let package = Package(
         /// OpenSSL libcrypto: EVP digests (MD5, SHA-1, SHA-256).
         .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
+        /// libxml2: the push parser and SAX2 interface, for streaming WebDAV documents.
+        .systemLibrary(name: "CXML", path: "Sources/CXML", pkgConfig: "libxml-2.0",
+                       providers: [.apt(["libxml2-dev"])]),
 
         /// Value types and protocols shared by every layer; Foundation only.
         .target(name: "CloudSyncCore"),
+        /// Streaming, namespace-aware XML on libxml2's push parser: flat memory, no DTDs, bounded depth and size.
+        .target(name: "CloudSyncXML", dependencies: ["CXML"]),
         /// TOML 1.0 parser and the typed configuration, with errors at file:line:column.
         .target(name: "CloudSyncConfig", dependencies: ["CloudSyncCore"]),
         /// HTTP transport on libcurl, ranged downloads, redirects, pacer, digests, OAuth refresh.
@@ -61,6 +66,7 @@ let package = Package(
         .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "TestSupport"],
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
+        .testTarget(name: "CloudSyncXMLTests", dependencies: ["CloudSyncXML"]),
         /// Test helper: fills a cache entry so CloudSyncCacheTests can kill -9 it mid-write.
         .executableTarget(name: "cache-crash-child", dependencies: ["CloudSyncCache", "CloudSyncCore"],
                           path: "Tests/CacheCrashChild"),
