@@ -145,7 +145,7 @@ public struct Login: Sendable {
             do {
                 _ = try await refresher.refresh(rejected: tokens.accessToken)
             } catch let error as ProviderError {
-                throw AuthError(error.code == .transient ? .network : .invalidGrant,
+                throw AuthError(error.code == .transient || error.code == .unreachable ? .network : .invalidGrant,
                                 "the imported access token has expired and refreshing it failed: \(error.message)", cause: error)
             }
             tokens = await refresher.current

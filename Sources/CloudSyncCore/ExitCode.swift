@@ -38,7 +38,7 @@ extension ProviderError: ExitCodeProviding {
         switch code {
         case .unauthorized, .tokenExpired: .auth
         case .configuration: .config
-        case .rateLimited, .transient, .linkExpired, .invalidResponse: .unavailable
+        case .rateLimited, .transient, .unreachable, .linkExpired, .invalidResponse: .unavailable
         case .notFound, .quotaExceeded, .forbidden, .cursorReset: .partialFailure
         }
     }

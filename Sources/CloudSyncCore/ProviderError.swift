@@ -13,6 +13,9 @@ public struct ProviderError: Error, Sendable, CustomStringConvertible {
         case rateLimited
         /// Temporary failure (5xx, cut connection, timeout): retry with backoff.
         case transient
+        /// The host cannot be reached at all: DNS failure, connection refused, no route, connect timeout.
+        /// Retryable, but interactive callers (`ls`, `serve`) fail fast on it and fall back to the cache.
+        case unreachable
         /// The server answered something that does not follow its API.
         case invalidResponse
         /// Storage or download quota exhausted; retrying will not help soon.
@@ -46,7 +49,7 @@ public struct ProviderError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Whether the pacer may retry the same request.
-    public var isRetryable: Bool { code == .rateLimited || code == .transient }
+    public var isRetryable: Bool { code == .rateLimited || code == .transient || code == .unreachable }
 
     public var description: String { message }
 }
