@@ -25,8 +25,10 @@ struct ProviderFactory {
         let pacer: Pacer
     }
 
-    func make(_ remote: RemoteConfig, retries: Int?) throws -> Remote {
-        let pacer = Pacer(policy: .init(retries: retries ?? settings.retries), logger: logger)
+    /// `unreachableRetries` bounds the retries of a host that cannot be reached at all (nil: like `retries`).
+    func make(_ remote: RemoteConfig, retries: Int?, unreachableRetries: Int? = nil) throws -> Remote {
+        let pacer = Pacer(policy: .init(retries: retries ?? settings.retries, unreachableRetries: unreachableRetries),
+                          logger: logger)
         let provider: any Provider
         switch remote.provider {
         case .webdav:

@@ -14,11 +14,16 @@ public actor Pacer {
         public var baseDelay: TimeInterval
         /// Largest backoff ceiling (Retry-After may ask for longer and is honoured).
         public var maxDelay: TimeInterval
+        /// Retries of a request that failed with `.unreachable` (DNS, refused, no route): at most `retries`;
+        /// interactive callers (`ls`, `serve`) set it low so an offline machine answers from the cache at once.
+        public var unreachableRetries: Int
 
-        public init(retries: Int = 10, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 60) {
+        public init(retries: Int = 10, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 60,
+                    unreachableRetries: Int? = nil) {
             self.retries = retries
             self.baseDelay = baseDelay
             self.maxDelay = maxDelay
+            self.unreachableRetries = min(retries, unreachableRetries ?? retries)
         }
     }
 
@@ -51,7 +56,8 @@ public actor Pacer {
             try await waitWhilePaused()
             do {
                 return try await operation()
-            } catch let error as ProviderError where error.isRetryable && attempt < policy.retries {
+            } catch let error as ProviderError
+                where error.isRetryable && attempt < (error.code == .unreachable ? policy.unreachableRetries : policy.retries) {
                 attempt += 1
                 let delay = error.retryAfter ?? backoff(attempt: attempt)
                 logger.info("\(what): \(error.message); retry \(attempt)/\(policy.retries) in \(String(format: "%.1f", delay)) s")
