@@ -285,12 +285,50 @@ public final class Cache: Sendable {
         let counts = try withDatabase { db throws(CacheError) in
             try db.first("""
                 SELECT count(*), coalesce(sum(state = 2), 0), coalesce(sum(state = 1), 0), coalesce(sum(pinned), 0),
-                       coalesce(sum(present_bytes + track_bytes), 0) FROM files
-                """) { ($0.int(0), $0.int(1), $0.int(2), $0.int(3), $0.int(4)) }
+                       total(present_bytes) + total(track_bytes) FROM files
+                """) { ($0.int(0), $0.int(1), $0.int(2), $0.int(3), Self.clampedBytes($0.double(4))) }
         }
         let (entries, complete, partial, pinned, bytes) = counts ?? (0, 0, 0, 0, 0)
-        return CacheStatus(root: root, limits: limits, entries: Int(entries), complete: Int(complete), partial: Int(partial),
-                           pinned: Int(pinned), bytesPresent: bytes)
+        var status = CacheStatus(root: root, limits: limits, entries: Int(entries), complete: Int(complete),
+                                 partial: Int(partial), pinned: Int(pinned), bytesPresent: bytes)
+        // Float sums (total()) never overflow on hostile sizes; they are exact below 2^53 bytes.
+        status.remotes = try withDatabase { db throws(CacheError) in
+            try db.query("""
+                SELECT remote, count(*), coalesce(sum(state = 2), 0), coalesce(sum(state != 2 AND head = 1), 0),
+                       coalesce(sum(state = 1 AND head = 0), 0), coalesce(sum(state = 0 AND head = 0), 0),
+                       total(present_bytes) + total(track_bytes), total(size)
+                FROM files GROUP BY remote ORDER BY remote
+                """) { row in
+                RemoteStatus(remote: row.text(0), tracks: Int(row.int(1)), complete: Int(row.int(2)), headOnly: Int(row.int(3)),
+                             partial: Int(row.int(4)), missing: Int(row.int(5)), bytesPresent: Self.clampedBytes(row.double(6)),
+                             libraryBytes: Self.clampedBytes(row.double(7)))
+            }
+        }
+        status.libraryBytes = status.remotes.reduce(0) { $0.addingSaturating($1.libraryBytes) }
+        return status
+    }
+
+    /// A float byte total from SQL as Int64, clamped.
+    static func clampedBytes(_ value: Double) -> Int64 {
+        value >= Double(Int64.max) ? .max : Int64(max(0, value))
+    }
+
+    /// Gives entry `id` a new generation with no bytes claimed (state missing, not `head`), keeping what is known
+    /// of its version (start set, tags) and an older track awaiting replacement. Call before the partial file of
+    /// `generation` is removed or replaced: a reader that still holds that file sees its generation end instead
+    /// of taking another file's claims for its own. Returns the new generation; `.changed` when the entry is gone
+    /// or already moved past `generation`.
+    func retireGeneration(id: Int64, generation: Int64) throws(CacheError) -> Int64 {
+        let changed = try withDatabase { db throws(CacheError) in
+            try db.run("""
+                UPDATE files SET generation = generation + 1, state = 0, ranges = NULL, present_bytes = 0, head = 0
+                WHERE id = ? AND generation = ?
+                """, [.int(id), .int(generation)])
+        }
+        guard changed == 1 else {
+            throw CacheError(.changed, "entry \(id) changed or was removed meanwhile; pull again.", path: "")
+        }
+        return generation + 1
     }
 
     // MARK: Helpers
@@ -313,7 +351,12 @@ public final class Cache: Sendable {
                        presentBytes: row.state == .complete ? row.file.size : row.presentBytes,
                        localPath: row.localPath,
                        tracksURL: tracksURL,
-                       pinned: row.pinned, lastAccess: Date(timeIntervalSince1970: row.lastAccess))
+                       pinned: row.pinned, lastAccess: Date(timeIntervalSince1970: row.lastAccess),
+                       startSet: row.startSet, headPresent: row.state == .complete || row.head,
+                       added: Date(timeIntervalSince1970: row.added),
+                       lastPlayed: row.lastPlayed > 0 ? Date(timeIntervalSince1970: row.lastPlayed) : nil,
+                       outdatedTrackBytes: row.state == .complete ? 0 : row.trackBytes,
+                       tags: row.tags, duration: row.duration)
     }
 
     func notFound(remote: String, path: String) -> CacheError {

@@ -1,23 +1,14 @@
 import CloudSyncCore
 import Foundation
 
-/// Limits that bound the cache and how often writers checkpoint.
+/// How often writers checkpoint. (What the cache may hold is the engine's budget planner's to decide.)
 public struct CacheLimits: Sendable, Hashable {
-    /// Bytes on disk (complete tracks plus present bytes of partials) that eviction brings the cache under.
-    public var maxSize: Int64
-    /// Entries not accessed for this long are evicted; nil = no age limit.
-    public var maxAge: TimeInterval?
     /// A writer checkpoints (fdatasync, then commit ranges) after this many new bytes…
     public var checkpointBytes: Int64
     /// …or this long after its last checkpoint, whichever comes first.
     public var checkpointInterval: Duration
 
-    public static let defaultMaxSize: Int64 = 10 * 1024 * 1024 * 1024
-
-    public init(maxSize: Int64 = CacheLimits.defaultMaxSize, maxAge: TimeInterval? = nil,
-                checkpointBytes: Int64 = 4 * 1024 * 1024, checkpointInterval: Duration = .seconds(2)) {
-        self.maxSize = maxSize
-        self.maxAge = maxAge
+    public init(checkpointBytes: Int64 = 4 * 1024 * 1024, checkpointInterval: Duration = .seconds(2)) {
         self.checkpointBytes = checkpointBytes
         self.checkpointInterval = checkpointInterval
     }
@@ -48,8 +39,31 @@ public struct CacheEntryInfo: Sendable, Hashable {
     public var tracksURL: URL
     public var pinned: Bool
     public var lastAccess: Date
+    /// The start set of the current version (what a player needs to start and know the track), once analysed.
+    public var startSet: RangeSet<Int64>?
+    /// The start set is known and every byte of it is present (always true when complete): the track starts at once.
+    public var headPresent: Bool
+    /// When this version was first listed.
+    public var added: Date
+    /// When a player last read it through `serve` (nil: never).
+    public var lastPlayed: Date?
+    /// Bytes of an older complete version still in `tracks/` while this one downloads (0 when none).
+    public var outdatedTrackBytes: Int64
+    /// Tags read from the start set (the engine's JSON) and the duration in seconds; nil until read.
+    public var tags: String?
+    public var duration: Double?
 
     public var path: String { file.path }
+
+    /// `cached`, `head`, `partial` or `missing` (the words of `ls` and its JSON).
+    public var stateName: String {
+        switch state {
+        case .complete: "cached"
+        case .partial, .missing where headPresent: "head"
+        case .partial: "partial"
+        case .missing: "missing"
+        }
+    }
 
     /// Absolute location of ``localPath``. The file exists when `state == .complete` (or holds an older
     /// version while a newer one downloads).
@@ -109,6 +123,26 @@ public struct CacheStatus: Sendable, Hashable {
     public var pinned: Int
     /// Bytes on disk: complete tracks (including older copies awaiting replacement) plus partials' present bytes.
     public var bytesPresent: Int64
+    /// Bytes the whole library would need complete (every indexed track).
+    public var libraryBytes: Int64 = 0
+    /// Per remote, in name order.
+    public var remotes: [RemoteStatus] = []
+}
+
+/// How ready one remote's tracks are.
+public struct RemoteStatus: Sendable, Hashable {
+    public var remote: String
+    public var tracks: Int
+    /// Complete and verified in `tracks/`.
+    public var complete: Int
+    /// Not complete, but the start set is present: starts at once through `serve`.
+    public var headOnly: Int
+    /// Some bytes, but not the whole start set.
+    public var partial: Int
+    /// No byte of the current version.
+    public var missing: Int
+    public var bytesPresent: Int64
+    public var libraryBytes: Int64
 }
 
 /// The result of ``Cache/verify(hasher:)``.

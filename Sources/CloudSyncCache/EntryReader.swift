@@ -25,6 +25,13 @@ extension Cache {
 
 /// Reads one entry's present bytes, from the complete track or the partial file being filled.
 /// Thread-safe. If the remote file changes (new fingerprint) or is removed while open, calls throw `.changed`.
+///
+/// Bytes served are always bytes the index vouches for *in the file this reader holds*: a partial file belongs
+/// to one generation (its name carries it, and a replaced or removed partial takes its generation with it), so
+/// the index's claims count only while its generation is the reader's. Once the reader holds a complete copy of
+/// its version (it opened the track, or its partial was promoted), every byte stays good for as long as the
+/// version is current, even when the cache meanwhile shrinks the entry to its head (the copy is unlinked, not
+/// changed).
 public final class EntryReader: Sendable {
     /// Metadata of the version this reader serves (size, MIME type, modified date…).
     public let file: RemoteFile
@@ -37,6 +44,8 @@ public final class EntryReader: Sendable {
 
     private struct State {
         var fd: Int32 = -1
+        /// `fd` is a complete copy of this version.
+        var fdComplete = false
         var present = RangeSet<Int64>()
         var closed = false
     }
@@ -57,13 +66,28 @@ public final class EntryReader: Sendable {
 
     /// Byte ranges present now, re-read from the index. Throws `.changed` if the file changed or was removed.
     public func presentRanges() throws(CacheError) -> RangeSet<Int64> {
-        guard let row = try cache.row(id: id), row.generation == generation else {
-            throw CacheError(.changed, "\(remote):\(file.path) changed on the remote or was removed; open it again.",
-                             path: file.path)
+        let row = try cache.row(id: id)
+        return try state.withLock { (s: inout State) throws(CacheError) -> RangeSet<Int64> in
+            guard let row, row.file.fingerprint == file.fingerprint else { throw changed() }
+            if s.fdComplete {
+                s.present = RangeSet(0 ..< file.size)
+            } else if row.generation == generation {
+                if row.state == .complete {
+                    // Promoted: the partial's inode became the track, so an open descriptor now holds it all.
+                    if s.fd >= 0 { s.fdComplete = true }
+                    s.present = RangeSet(0 ..< file.size)
+                } else {
+                    s.present = row.ranges
+                }
+            } else {
+                throw changed()
+            }
+            return s.present
         }
-        let present = row.state == .complete ? RangeSet(0..<file.size) : row.ranges
-        state.withLock { $0.present = present }
-        return present
+    }
+
+    private func changed() -> CacheError {
+        CacheError(.changed, "\(remote):\(file.path) changed on the remote or was removed; open it again.", path: file.path)
     }
 
     /// Reads `range`, which must be present (see ``waitUntilPresent(_:timeout:)``); `.incomplete` otherwise.
@@ -111,18 +135,28 @@ public final class EntryReader: Sendable {
                 throw CacheError(.invalidArgument, "read from a closed reader of \(remote):\(file.path)", path: file.path)
             }
             let partial = Cache.partialName(id: id, generation: generation)
-            var fd = openat(cache.partialFD, partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-            if fd < 0 {
-                // Completed meanwhile (or was complete at open): read the track.
-                var components = localPath.split(separator: "/").map(String.init)
-                let leaf = components.popLast() ?? ""
-                let dir = try cache.fs.openDirectory(components, in: cache.tracksFD, create: false,
-                                                     display: cache.display("tracks/\(localPath)"))
-                defer { Glibc.close(dir) }
-                fd = try cache.fs.openFile(leaf, in: dir, flags: O_RDONLY, display: cache.display("tracks/\(localPath)"))
+            let fd = openat(cache.partialFD, partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if fd >= 0 {
+                // This generation's partial file (or, promoted since, the track it became).
+                s.fd = fd
+                return fd
             }
-            s.fd = fd
-            return fd
+            // Completed meanwhile (or was complete at open): read the track — but only if the index still says
+            // the track is this version, checked after opening (a newer version may have replaced the file).
+            var components = localPath.split(separator: "/").map(String.init)
+            let leaf = components.popLast() ?? ""
+            let dir = try cache.fs.openDirectory(components, in: cache.tracksFD, create: false,
+                                                 display: cache.display("tracks/\(localPath)"))
+            defer { Glibc.close(dir) }
+            let track = try cache.fs.openFile(leaf, in: dir, flags: O_RDONLY, display: cache.display("tracks/\(localPath)"))
+            guard let row = try? cache.row(id: id), row.state == .complete, row.file.fingerprint == file.fingerprint else {
+                Glibc.close(track)
+                throw changed()
+            }
+            s.fd = track
+            s.fdComplete = true
+            s.present = RangeSet(0 ..< file.size)
+            return track
         }
     }
 }

@@ -112,7 +112,9 @@ public final class EntryWriter: Sendable {
 
     private let cache: Cache
     private let id: Int64
-    private let generation: Int64
+    /// The generation this writer fills. Every partial file has its own generation: a file that is replaced or
+    /// removed takes its generation with it, so a reader's descriptor can never meet another file's claims.
+    public let generation: Int64
     private let modified: Date
     private let localPath: String
     private let partialName: String
@@ -129,6 +131,8 @@ public final class EntryWriter: Sendable {
         var committed: RangeSet<Int64>
         var lastCheckpoint: ContinuousClock.Instant
         var completed: Bool
+        /// The start set, once known: a commit that covers it marks the entry `head`.
+        var startSet: RangeSet<Int64>?
     }
 
     /// Guards bytes written but not yet committed. Lock order: `durable` before `pending`.
@@ -142,35 +146,46 @@ public final class EntryWriter: Sendable {
         path = row.path
         size = row.file.size
         id = row.id
-        generation = row.generation
         modified = row.file.modified
         localPath = row.localPath
-        partialName = Cache.partialName(id: row.id, generation: row.generation)
-        partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
         self.lock = Mutex(lock)
-        let display = cache.display("partial/\(partialName)")
         if row.state == .complete {
+            generation = row.generation
+            partialName = Cache.partialName(id: row.id, generation: row.generation)
+            partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
             fd = -1
-            durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), lastCheckpoint: .now, completed: true))
+            durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), lastCheckpoint: .now, completed: true,
+                                    startSet: row.startSet))
             return
         }
+        var generation = row.generation
+        var name = Cache.partialName(id: row.id, generation: generation)
         var committed = row.ranges
-        var fd = openat(cache.partialFD, partialName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        var fd = openat(cache.partialFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         var st = stat()
         if fd >= 0, fstat(fd, &st) == 0, Int64(st.st_size) == row.file.size {
             // The partial file is intact: keep what the index claims.
         } else {
-            if fd < 0, errno != ENOENT { throw cache.fs.error("open", display) }
+            if fd < 0, errno != ENOENT { throw cache.fs.error("open", cache.display("partial/\(name)")) }
             if fd >= 0 { Glibc.close(fd) }
-            fd = try cache.fs.openFile(partialName, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
-                                       display: display)
-            if !committed.isEmpty {
+            if !committed.isEmpty || fd >= 0 {
+                // The index claimed bytes of a file that is gone or damaged, and readers may still hold it open:
+                // the new file gets a generation of its own, so no reader takes its bytes for the old file's.
                 cache.logger.warning("partial file of \(row.remote):\(row.path) was missing or truncated; restarting it")
+                generation = try cache.retireGeneration(id: row.id, generation: generation)
+                _ = unlinkat(cache.partialFD, name, 0)
+                name = Cache.partialName(id: row.id, generation: generation)
                 committed = RangeSet()
             }
+            fd = try cache.fs.openFile(name, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
+                                       display: cache.display("partial/\(name)"))
         }
+        self.generation = generation
+        partialName = name
+        partialURL = cache.root.appendingPathComponent("partial/\(name)", isDirectory: false)
+        let display = cache.display("partial/\(name)")
         self.fd = fd
-        durable = Mutex(Durable(committed: committed, lastCheckpoint: .now, completed: false))
+        durable = Mutex(Durable(committed: committed, lastCheckpoint: .now, completed: false, startSet: row.startSet))
         do throws(Errno) {
             try cache.io.ftruncate(fd, row.file.size)
         } catch {
@@ -180,7 +195,7 @@ public final class EntryWriter: Sendable {
         }
         // The index must not claim bytes the partial file lost; when it claims exactly what is there (the
         // common case: a fresh entry or an intact partial), there is nothing to write.
-        if committed != row.ranges {
+        if committed != row.ranges && generation == row.generation {
             do {
                 try commit(committed)
             } catch {
@@ -264,7 +279,7 @@ public final class EntryWriter: Sendable {
             }
             var next = d.committed
             next.formUnion(snapshot)
-            try commit(next)
+            try commit(next, startSet: d.startSet)
             d.committed = next
             pending.withLock { $0.ranges.subtract(snapshot) }
         }
@@ -277,7 +292,7 @@ public final class EntryWriter: Sendable {
             pending.withLock { $0.ranges.remove(contentsOf: range) }
             var next = d.committed
             next.remove(contentsOf: range)
-            try commit(next)
+            try commit(next, startSet: d.startSet)
             d.committed = next
         }
     }
@@ -305,6 +320,31 @@ public final class EntryWriter: Sendable {
             return try reader.read(range)
         }
         return try preadAll(fd: fd, range: range, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+    }
+
+    /// The start set of this version, if known.
+    public var startSet: RangeSet<Int64>? { durable.withLock { $0.startSet } }
+
+    /// Records the start set of this version (the bytes a player needs to start it; computed by the engine from
+    /// present bytes) with the tags and duration read from it (`tags`: the engine's JSON). From now on a commit
+    /// that covers the start set marks the entry `head`. Throws `.changed` if the remote file changed.
+    public func setStartSet(_ ranges: RangeSet<Int64>, tags: String?, duration: Double?) throws(CacheError) {
+        try durable.withLock { (d: inout Durable) throws(CacheError) in
+            let clamped = ranges.intersection(RangeSet(0 ..< size))
+            let head = d.completed || d.committed.isSuperset(of: clamped)
+            let changed = try cache.withDatabase { db throws(CacheError) in
+                try db.run("""
+                    UPDATE files SET start_set = ?, start_bytes = ?, head = ?, tags = ?, duration = ?
+                    WHERE id = ? AND generation = ?
+                    """, [clamped.isEmpty ? .null : .blob(clamped.encoded), .int(clamped.byteCount), .int(head ? 1 : 0),
+                          tags.map(SQLValue.text) ?? .null, duration.map(SQLValue.real) ?? .null, .int(id), .int(generation)])
+            }
+            guard changed == 1 else {
+                throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it downloaded; "
+                    + "pull again to fetch the new version.", path: path)
+            }
+            d.startSet = clamped
+        }
     }
 
     /// Finishes the entry once every byte is present (committed or pending: no separate checkpoint, the
@@ -359,7 +399,7 @@ public final class EntryWriter: Sendable {
                     throw cache.fs.error("rename", cache.display("tracks/\(localPath)"))
                 }
                 try db.run("""
-                    UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, last_access = ?
+                    UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1, last_access = ?
                     WHERE id = ?
                     """, [.real(Date().timeIntervalSince1970), .int(id)])
             }
@@ -387,10 +427,13 @@ public final class EntryWriter: Sendable {
         if released && fd >= 0 { Glibc.close(fd) }
     }
 
-    private func commit(_ ranges: RangeSet<Int64>) throws(CacheError) {
+    /// Commits `ranges` as present (call with `durable` held, or from init). `startSet` decides `head`.
+    private func commit(_ ranges: RangeSet<Int64>, startSet: RangeSet<Int64>? = nil) throws(CacheError) {
+        let head = startSet.map { ranges.isSuperset(of: $0) } ?? false
         let changed = try cache.withDatabase { db throws(CacheError) in
-            try db.run("UPDATE files SET ranges = ?, present_bytes = ?, state = ? WHERE id = ? AND generation = ?",
-                       [.blob(ranges.encoded), .int(ranges.byteCount), .int(ranges.isEmpty ? 0 : 1), .int(id), .int(generation)])
+            try db.run("UPDATE files SET ranges = ?, present_bytes = ?, state = ?, head = ? WHERE id = ? AND generation = ?",
+                       [.blob(ranges.encoded), .int(ranges.byteCount), .int(ranges.isEmpty ? 0 : 1), .int(head ? 1 : 0),
+                        .int(id), .int(generation)])
         }
         guard changed == 1 else {
             throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it downloaded; "

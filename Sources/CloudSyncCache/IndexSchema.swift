@@ -37,6 +37,17 @@ enum IndexSchema {
         CREATE INDEX files_provider_id ON files(remote, provider_id) WHERE provider_id IS NOT NULL;
         CREATE INDEX files_last_access ON files(last_access);
         """,
+        // 2: start sets (instant replay), planning priorities, tags.
+        """
+        ALTER TABLE files ADD COLUMN start_set BLOB;
+        ALTER TABLE files ADD COLUMN start_bytes INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN head INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN added REAL NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN last_played REAL NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN tags TEXT;
+        ALTER TABLE files ADD COLUMN duration REAL;
+        UPDATE files SET added = last_access;
+        """,
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {
@@ -54,7 +65,8 @@ enum IndexSchema {
 
     static let rowColumns = """
         id, remote, path, local_path, provider_id, size, modified, revision, hashes, mime, download_hint, state, \
-        generation, ranges, present_bytes, track_bytes, pinned, last_access
+        generation, ranges, present_bytes, track_bytes, pinned, last_access, start_set, head, added, last_played, \
+        tags, duration
         """
 
     /// Hashes as `kind:value` separated by spaces (hex and base64 contain neither); unknown kinds are skipped.
@@ -117,9 +129,11 @@ enum IndexSchema {
             try db.run("""
                 UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?,
                     size = ?, modified_s = ?, revision = ?, generation = generation + 1, state = 0, ranges = NULL,
-                    present_bytes = 0
+                    present_bytes = 0, start_set = NULL, start_bytes = 0, head = 0, tags = NULL, duration = NULL,
+                    added = ?
                 WHERE id = ?
-                """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .int(existing.id)])
+                """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),
+                                 .int(existing.id)])
             return (existing.status, Cache.partialName(id: existing.id, generation: existing.generation))
         }
         let plain = LocalPath.safeComponent(remote) + "/" + LocalPath.safeRelativePath(for: file.path)
@@ -132,10 +146,11 @@ enum IndexSchema {
         }
         try db.run("""
             INSERT INTO files(provider_id, modified, hashes, mime, download_hint, remote, path, local_path, path_key,
-                              size, modified_s, revision, last_access)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                              size, modified_s, revision, last_access, added)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, metadata + [.text(remote), .text(file.path), .text(local), .text(LocalPath.collisionKey(local)),
-                             .int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970)])
+                             .int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),
+                             .real(Date().timeIntervalSince1970)])
         return (.new, nil)
     }
 }
@@ -153,6 +168,15 @@ struct IndexRow: Sendable {
     var trackBytes: Int64
     var pinned: Bool
     var lastAccess: Double
+    /// The start set of the current version, once analysed.
+    var startSet: RangeSet<Int64>?
+    /// The start set is known and present (or the entry is complete).
+    var head: Bool
+    var added: Double
+    var lastPlayed: Double
+    /// Tags read from the start set, as the engine encoded them (JSON), and the duration in seconds.
+    var tags: String?
+    var duration: Double?
 
     var path: String { file.path }
 
@@ -180,5 +204,19 @@ struct IndexRow: Sendable {
         trackBytes = row.int(15)
         pinned = row.int(16) != 0
         lastAccess = row.double(17)
+        if row.isNull(18) {
+            startSet = nil
+        } else {
+            guard let decoded = RangeSet<Int64>(encoded: row.blob(18)) else {
+                throw CacheError(.corrupt, "The cache index has a damaged start set for \(remote):\(file.path). Run "
+                    + "`cloudsync cache clear --remote \(remote)`.", path: file.path)
+            }
+            startSet = decoded
+        }
+        head = row.int(19) != 0
+        added = row.double(20)
+        lastPlayed = row.double(21)
+        tags = row.optionalText(22)
+        duration = row.isNull(23) ? nil : row.double(23)
     }
 }

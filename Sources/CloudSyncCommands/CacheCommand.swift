@@ -1,6 +1,7 @@
 import CloudSyncCache
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncEngine
 import CloudSyncHTTP
 import Foundation
 
@@ -20,29 +21,51 @@ struct CacheCommand {
         switch sub {
         case "status":
             let s = try cache.status()
+            let budget = setup.budget(config, cache: cache)
+            let limit = try budget.budget(held: s.bytesPresent)
+            let free = try cache.freeDiskBytes()
             if context.json {
+                let remotes: [[String: Any]] = s.remotes.map {
+                    ["remote": $0.remote, "tracks": $0.tracks, "complete": $0.complete, "head": $0.headOnly,
+                     "partial": $0.partial, "missing": $0.missing, "bytes": $0.bytesPresent, "library_bytes": $0.libraryBytes]
+                }
                 let object: [String: Any] = [
                     "path": s.root.path, "entries": s.entries, "complete": s.complete, "partial": s.partial,
-                    "pinned": s.pinned, "bytes": s.bytesPresent, "max_size": s.limits.maxSize,
-                    "max_age_s": s.limits.maxAge ?? NSNull(),
+                    "pinned": s.pinned, "bytes": s.bytesPresent, "max_size": config.cache.maxSize,
+                    "budget": limit, "min_free": config.cache.minFree, "free_disk": free,
+                    "library_bytes": s.libraryBytes, "max_age_s": config.cache.maxAge ?? NSNull(), "remotes": remotes,
                 ]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 console.out(String(decoding: data, as: UTF8.self) + "\n")
             } else {
-                console.out("""
+                var text = """
                 path:     \(s.root.path)
-                entries:  \(s.entries) (\(s.complete) complete, \(s.partial) partial, \(s.pinned) pinned)
-                size:     \(ByteSize.format(s.bytesPresent)) of \(ByteSize.format(s.limits.maxSize))
-                max age:  \(s.limits.maxAge.map { "\(Int($0 / 86400)) days since last access" } ?? "none")
+                budget:   \(ByteSize.format(limit)) (max_size \(ByteSize.format(config.cache.maxSize)); \
+                keeps \(ByteSize.format(config.cache.minFree)) of the disk free, \(ByteSize.format(free)) free now)
+                used:     \(ByteSize.format(s.bytesPresent)) for a library of \(ByteSize.format(s.libraryBytes))\
+                \(s.libraryBytes > limit ? " (it does not fit: every track keeps its head, the most recently played are complete)" : "")
+                tracks:   \(s.entries) (\(s.complete) complete, \(s.pinned) pinned)
+                max age:  \(config.cache.maxAge.map { "tracks unused for \(Int($0 / 86400)) days keep only their heads" } ?? "off")
 
-                """)
+                """
+                for r in s.remotes {
+                    text += "\(r.remote): \(r.tracks) tracks, \(r.complete) complete, \(r.headOnly) head only, "
+                        + "\(r.partial) partial, \(r.missing) missing; \(ByteSize.format(r.bytesPresent)) of \(ByteSize.format(r.libraryBytes))\n"
+                }
+                console.out(text)
             }
         case "evict":
-            let report = try cache.evict(dryRun: context.arguments.has("dry-run"))
-            for e in report.evicted {
-                console.out("\(report.dryRun ? "would evict" : "evicted")  \(ByteSize.format(e.bytes).leftPad(9))  \(e.remote)/\(e.path)  (\(e.reason))\n")
+            let dryRun = context.arguments.has("dry-run")
+            let (plan, tracks) = try budget(config, cache).plan()
+            let report = try budget(config, cache).reduce(to: plan, tracks: tracks, dryRun: dryRun)
+            for e in report.items {
+                let verb = e.action == "head" ? (dryRun ? "would shrink" : "shrunk") : (dryRun ? "would evict" : "evicted")
+                console.out("\(verb.rightPad(12)) \(ByteSize.format(e.bytes).leftPad(9))  \(e.remote)/\(e.path)\(e.action == "head" ? "  (keeps its head)" : "")\n")
             }
-            console.out("\(report.evicted.count) tracks, \(ByteSize.format(report.freedBytes)) \(report.dryRun ? "would be freed" : "freed"); cache now \(ByteSize.format(report.bytesAfter))\n")
+            for busy in report.busy { console.err("cloudsync: \(busy) is being written by another process; left as it is\n") }
+            let after = try cache.heldBytes()
+            console.out("\(report.items.count) tracks, \(ByteSize.format(report.freedBytes)) \(dryRun ? "would be freed" : "freed"); "
+                + "cache now \(ByteSize.format(dryRun ? after - report.freedBytes : after)) of a \(ByteSize.format(plan.budget)) budget\n")
         case "verify":
             let report = try cache.verify { url, expected in try hashFile(at: url, kind: expected.kind) }
             if context.json {
@@ -99,6 +122,10 @@ struct CacheCommand {
             throw UsageError(message: "cloudsync: unknown cache command '\(sub)'", hint: "Run 'cloudsync cache --help' for usage.")
         }
         return .ok
+    }
+
+    private func budget(_ config: Configuration, _ cache: Cache) -> CacheBudget {
+        Setup(context: context).budget(config, cache: cache)
     }
 
     private func singleRemote(_ config: Configuration) throws -> String {

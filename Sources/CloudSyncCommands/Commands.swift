@@ -1,6 +1,7 @@
 import CloudSyncCache
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncEngine
 import CloudSyncHTTP
 import Foundation
 
@@ -45,10 +46,17 @@ struct Setup {
                         stateDirectory: StateLocation.resolve(environment: context.environment), logger: context.logger)
     }
 
+    /// The cache's budget and planner, as `pull` and `cache evict` use them.
+    func budget(_ config: Configuration, cache: Cache, headBytes: Int64? = nil) -> CacheBudget {
+        let settings = BudgetSettings(maxSize: config.cache.maxSize, minFree: config.cache.minFree, maxAge: config.cache.maxAge,
+                                      estimate: SyncOptions.startSetEstimator(headBytes: headBytes ?? config.pull.headFirst,
+                                                                              headSeconds: config.pull.headSeconds))
+        return CacheBudget(cache: cache, settings: settings, logger: context.logger)
+    }
+
     func openCache(_ config: Configuration) throws -> Cache {
         try Cache.open(root: config.cache.dir,
-                       limits: CacheLimits(maxSize: config.cache.maxSize, maxAge: config.cache.maxAge,
-                                           checkpointBytes: config.cache.checkpoint),
+                       limits: CacheLimits(checkpointBytes: config.cache.checkpoint),
                        logger: context.logger)
     }
 }

@@ -56,13 +56,15 @@ struct ListCommand {
 
 /// How `ls` prints entries. Pure, snapshot-tested.
 enum ListingOutput {
+    /// `cached`, `head` (starts at once; the rest is not cached), `partial NN%`, `missing`; `outdated` when an
+    /// older version is what `tracks/` holds (still playable) while the current one is not complete.
     static func stateText(_ row: CacheEntryInfo) -> String {
-        switch row.state {
-        case .complete: return "cached"
-        case .partial:
+        if row.state != .complete && row.outdatedTrackBytes > 0 { return "outdated" }
+        switch row.stateName {
+        case "partial":
             let pct = row.file.size > 0 ? Int(Double(row.presentBytes) * 100 / Double(row.file.size)) : 0
             return "partial \(min(pct, 99))%"
-        case .missing: return "missing"
+        case let name: return name
         }
     }
 
@@ -100,11 +102,13 @@ enum ListingOutput {
             if i > 0 { out += "," }
             let hashes = row.file.hashes.sorted { $0.kind.rawValue < $1.kind.rawValue }
                 .map { "\(jsonString($0.kind.rawValue)):\(jsonString($0.value))" }.joined(separator: ",")
-            let state = row.state == .complete ? "cached" : row.state == .partial ? "partial" : "missing"
+            let state = row.stateName
             out += "{\"cached_bytes\":\(row.presentBytes),\"hashes\":{\(hashes)}"
+            out += ",\"head_bytes\":\(row.startSet.map { String($0.byteCount) } ?? "null")"
             out += ",\"local_path\":\(row.state == .complete ? jsonString(row.localURL.path) : "null")"
             out += ",\"mime\":\(row.file.mimeType.map(jsonString) ?? "null")"
             out += ",\"modified\":\(jsonString(iso.string(from: row.file.modified)))"
+            out += ",\"outdated\":\(row.state != .complete && row.outdatedTrackBytes > 0)"
             out += ",\"path\":\(jsonString(row.path)),\"remote\":\(jsonString(row.remote))"
             out += ",\"size\":\(row.file.size),\"state\":\(jsonString(state))}"
         }

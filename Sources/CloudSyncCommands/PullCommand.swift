@@ -28,23 +28,23 @@ struct PullCommand {
                                  hint: "Run 'cloudsync pull --help' for usage.")
             }
         }
-        var headFirst: Int64?
+        var headBytes = settings.headFirst
         if args.has("head-first") {
             let text = args.value("head-first") ?? ""
-            if text.isEmpty {
-                headFirst = settings.headFirst
-            } else if let size = ByteSize.parse(text), size > 0 {
-                headFirst = size
-            } else {
+            if let size = ByteSize.parse(text), size > 0 {
+                headBytes = size
+            } else if !text.isEmpty {
                 throw UsageError(message: "cloudsync: --head-first expects a size such as 512KiB, got '\(text)'",
                                  hint: "Run 'cloudsync pull --help' for usage.")
             }
         }
+        let cache = try setup.openCache(config)
+        let budget = setup.budget(config, cache: cache, headBytes: headBytes).settings
         let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
-                                  segmentThreshold: settings.segmentThreshold, headFirst: headFirst,
+                                  segmentThreshold: settings.segmentThreshold, headBytes: headBytes,
+                                  headSeconds: settings.headSeconds, budget: budget,
                                   paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"))
 
-        let cache = try setup.openCache(config)
         var transportOptions = CurlTransportOptions()
         transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }
         let transport = try CurlTransport(options: transportOptions, logger: context.logger)
@@ -74,6 +74,7 @@ struct PullCommand {
                 renderer.summary(report)
                 reports.append(report)
             }
+            renderer.finish()
             return (reports, worst)
         }
         let interrupt = InterruptHandler { work.cancel() }

@@ -25,6 +25,8 @@ final class PullRenderer: Sendable {
         var started = Date()
         var lastDraw = Date.distantPast
         var drawnLines = 0
+        /// The cache against its budget after the last remote planned.
+        var budget: BudgetSummary?
     }
 
     init(console: Console, quiet: Bool, dryRun: Bool) {
@@ -90,7 +92,42 @@ final class PullRenderer: Sendable {
         case .warning(let remote, let message):
             clearLive()
             console.err("cloudsync: warning: \(remote): \(message)\n")
+        case .budget(_, let summary, let reduced):
+            state.withLock { $0.budget = summary }
+            if dryRun {
+                for item in reduced {
+                    let verb = item.action == "head" ? "would shrink" : "would evict "
+                    console.out("\(verb) \(ByteSize.format(item.bytes).leftPad(9))  \(item.remote)/\(item.path)\(item.action == "head" ? "  (keeps its head)" : "")\n")
+                }
+                if let summary { console.out(Self.budgetLine(summary, after: true) + "\n") }
+            } else if !quiet {
+                clearLive()
+                for item in reduced {
+                    let verb = item.action == "head" ? "shrunk " : "evicted"
+                    console.err("\(verb)  \(ByteSize.format(item.bytes).leftPad(9))  \(item.remote)/\(item.path)\(item.action == "head" ? " (its head stays)" : "")\n")
+                }
+            }
         }
+    }
+
+    /// The one line a run prints when the library does not fit its budget (not an error: exit 0).
+    func finish() {
+        guard !quiet, !dryRun, let summary = state.withLock({ $0.budget }), summary.libraryExceedsBudget else { return }
+        clearLive()
+        console.err(Self.budgetLine(summary, after: false) + "\n")
+    }
+
+    static func budgetLine(_ s: BudgetSummary, after: Bool) -> String {
+        let tracks = { (n: Int) in n == 1 ? "1 track" : "\(n) tracks" }
+        var line = after ? "after the pull: " : ""
+        line += s.libraryExceedsBudget
+            ? "library \(ByteSize.format(s.libraryBytes)) > budget \(ByteSize.format(s.budget)): "
+            : "library \(ByteSize.format(s.libraryBytes)) within budget \(ByteSize.format(s.budget)): "
+        line += "\(tracks(s.complete)) complete, \(s.headOnly) heads only"
+        if s.none > 0 { line += ", \(tracks(s.none)) without a head (the heads alone do not fit)" }
+        if s.pinnedOverBudget { line += "; pinned tracks alone exceed the budget" }
+        if s.libraryExceedsBudget && !after { line += "; pin what you want offline" }
+        return line
     }
 
     func summary(_ report: SyncReport) {

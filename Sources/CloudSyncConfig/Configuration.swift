@@ -22,16 +22,21 @@ public enum DriveListing: String, CaseIterable, Sendable, Hashable {
 public struct CacheSettings: Sendable, Hashable {
     /// The cache root (`cache.dir`, `~` expanded); default `$XDG_CACHE_HOME/cloudsync`, else `~/.cache/cloudsync`.
     public var dir: URL
-    /// Eviction starts above this many bytes (default 10 GiB).
+    /// The cache's budget: bytes it may hold (default 10 GiB).
     public var maxSize: Int64
-    /// Entries not accessed for this long are evicted (default 90 days).
-    public var maxAge: TimeInterval
+    /// The filesystem keeps at least this much free: the budget shrinks to respect it (default 1 GiB).
+    public var minFree: Int64
+    /// Tracks not played, read through serve or added for this long keep only their heads; nil = no limit
+    /// (`"off"`, the default).
+    public var maxAge: TimeInterval?
     /// Bytes written between fdatasync + index commits of a partial file (default 8 MiB).
     public var checkpoint: Int64
 
-    public init(dir: URL, maxSize: Int64 = 10 << 30, maxAge: TimeInterval = 90 * 86400, checkpoint: Int64 = 8 << 20) {
+    public init(dir: URL, maxSize: Int64 = 10 << 30, minFree: Int64 = 1 << 30, maxAge: TimeInterval? = nil,
+                checkpoint: Int64 = 8 << 20) {
         self.dir = dir
         self.maxSize = maxSize
+        self.minFree = minFree
         self.maxAge = maxAge
         self.checkpoint = checkpoint
     }
@@ -51,11 +56,13 @@ public struct PullSettings: Sendable, Hashable {
     public var bwlimit: Int64?
     /// Attempts after the first for a retryable failure (default 10).
     public var retries: Int
-    /// Bytes of each track fetched first by `--head-first` (default 512 KiB).
+    /// At least this many bytes of audio in each track's start set (default 512 KiB; `--head-first=SIZE`).
     public var headFirst: Int64
+    /// Seconds of audio in each track's start set (default 10).
+    public var headSeconds: Double
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
-                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10) {
+                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10, headSeconds: Double = 10) {
         self.jobs = jobs
         self.chunkSize = chunkSize
         self.segments = segments
@@ -63,6 +70,7 @@ public struct PullSettings: Sendable, Hashable {
         self.bwlimit = bwlimit
         self.retries = retries
         self.headFirst = headFirst
+        self.headSeconds = headSeconds
     }
 }
 

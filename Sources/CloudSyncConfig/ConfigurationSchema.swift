@@ -4,8 +4,9 @@ import Foundation
 /// The keys each section accepts, in the order `config.example.toml` and `renderMasked()` use.
 enum Schema {
     static let sections = ["cache", "pull", "audio", "remote"]
-    static let cache = ["dir", "max_size", "max_age", "checkpoint"]
-    static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first"]
+    static let cache = ["dir", "max_size", "min_free", "max_age", "checkpoint"]
+    static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first",
+                       "head_seconds"]
     static let audio = ["extensions"]
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
@@ -56,7 +57,12 @@ struct SchemaReader {
             cache.dir = expandingTilde(dir, environment: environment)
         }
         cache.maxSize = try size("max_size", in: cacheTable, path: "cache", default: cache.maxSize)
-        cache.maxAge = try duration("max_age", in: cacheTable, path: "cache", default: cache.maxAge)
+        cache.minFree = try size("min_free", in: cacheTable, path: "cache", default: cache.minFree, allowingZero: true)
+        if let (text, _) = try string("max_age", in: cacheTable, path: "cache"), text.lowercased() == "off" {
+            cache.maxAge = nil
+        } else if cacheTable?["max_age"] != nil {
+            cache.maxAge = try duration("max_age", in: cacheTable, path: "cache", default: 0)
+        }
         cache.checkpoint = try size("checkpoint", in: cacheTable, path: "cache", default: cache.checkpoint)
 
         var pull = PullSettings()
@@ -87,6 +93,18 @@ struct SchemaReader {
             pull.retries = Int(retries)
         }
         pull.headFirst = try size("head_first", in: pullTable, path: "pull", default: pull.headFirst)
+        if let node = pullTable?["head_seconds"] {
+            let seconds: Double
+            switch node.value {
+            case .integer(let value): seconds = Double(value)
+            case .float(let value): seconds = value
+            default: throw fail("head_seconds must be a number of seconds like 10, got \(node.value.typeName)", at: node.position)
+            }
+            guard seconds.isFinite, (0 ... 600).contains(seconds) else {
+                throw fail("head_seconds must be between 0 and 600, got \(seconds)", at: node.position)
+            }
+            pull.headSeconds = seconds
+        }
 
         var audio = AudioFilter()
         if let audioTable, let node = audioTable["extensions"] {
@@ -252,13 +270,17 @@ struct SchemaReader {
         return (value, node.position)
     }
 
-    /// A byte size: a string like "8MiB" (or an integer count of bytes), greater than zero.
-    mutating func size(_ key: String, in table: TOMLTable?, path: String, default value: Int64) throws(ConfigError) -> Int64 {
+    /// A byte size: a string like "8MiB" (or an integer count of bytes), greater than zero (or zero, with
+    /// `allowingZero`).
+    mutating func size(_ key: String, in table: TOMLTable?, path: String, default value: Int64,
+                       allowingZero: Bool = false) throws(ConfigError) -> Int64 {
         guard let node = table?[key] else { return value }
         let text: String
         switch node.value {
         case .integer(let bytes):
-            guard bytes > 0 else { throw fail("\(key) must be greater than zero, got \(bytes)", at: node.position) }
+            guard bytes > 0 || (allowingZero && bytes == 0) else {
+                throw fail("\(key) must be greater than zero, got \(bytes)", at: node.position)
+            }
             return bytes
         case .string: text = try resolve(node, path: path + "." + key)
         default: throw fail("\(key) must be a size like \"8MiB\", got \(node.value.typeName)", at: node.position)
@@ -266,7 +288,9 @@ struct SchemaReader {
         guard let bytes = ByteSize.parse(text) else {
             throw fail("\(key) must be a size like \"512KiB\", \"8MiB\" or \"10GiB\", got \"\(text)\"", at: node.position)
         }
-        guard bytes > 0 else { throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position) }
+        guard bytes > 0 || (allowingZero && bytes == 0) else {
+            throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position)
+        }
         return bytes
     }
 

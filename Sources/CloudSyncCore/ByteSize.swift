@@ -55,3 +55,12 @@ public enum TimeSpan {
         return v * f
     }
 }
+
+extension Int64 {
+    /// `self + other`, clamped to `Int64.min...Int64.max` instead of trapping: for sizes and offsets that come
+    /// from the wire, the index or a file header.
+    public func addingSaturating(_ other: Int64) -> Int64 {
+        let (value, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : value
+    }
+}

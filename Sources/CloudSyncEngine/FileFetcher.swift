@@ -198,6 +198,9 @@ struct JobSink: ByteSink {
 /// is requested twice and every stream stays busy until the last chunks. Until then, and whenever a stream
 /// finds the server ignoring Range or the file restarts, one stream fetches chunk by chunk.
 struct FileFetcher: Sendable {
+    /// Links resolved in this run, by file version: a file's later passes (its head, then its rest) reuse the
+    /// link of the first until it expires or is refused, instead of asking the provider again.
+    let links = LinkCache()
     let provider: any Provider
     let transport: any Transport
     let pacer: Pacer
@@ -387,6 +390,13 @@ struct FileFetcher: Sendable {
                 }
             }
             if let resolving = s.resolving { return .wait(resolving) }
+            if refused == nil, s.download == nil, let earlier = links.link(for: job.file) {
+                s.download = earlier
+                s.downloadVersion += 1
+                s.linkWorked = false
+                if s.etag == nil { s.etag = earlier.etag }
+                return .ready(earlier, s.downloadVersion)
+            }
             let resolving = Task { [provider, logger] in
                 guard let refused else { return try await provider.resolveDownload(for: job.file) }
                 logger.info("\(job.file.path): content host answered \(refused.status); resolving the download again")
@@ -412,6 +422,7 @@ struct FileFetcher: Sendable {
                         s.downloadVersion += 1
                         s.linkWorked = false
                         if refused == nil, s.etag == nil { s.etag = fresh.etag }
+                        links.store(fresh, for: job.file)
                     }
                 }
                 let fresh = try result.get()
@@ -460,4 +471,30 @@ func sameVersion(_ a: String, _ b: String) -> Bool {
 func strongETag(_ etag: String) -> String? {
     let t = etag.trimmingCharacters(in: .whitespaces)
     return t.hasPrefix("W/") || t.isEmpty ? nil : t
+}
+
+/// The links one fetcher resolved, by file version (path and fingerprint); a link about to expire is not handed
+/// out. Links carry credentials: they live in memory only and are never logged.
+final class LinkCache: Sendable {
+    private let links = Mutex<[String: DownloadRequest]>([:])
+
+    private func key(_ file: RemoteFile) -> String {
+        let f = file.fingerprint
+        return "\(file.path)\u{0}\(f.size)\u{0}\(f.modified)\u{0}\(f.revision)"
+    }
+
+    func link(for file: RemoteFile) -> DownloadRequest? {
+        links.withLock { map in
+            guard let link = map[key(file)] else { return nil }
+            if (link.expiresAt ?? .distantFuture) <= Date().addingTimeInterval(30) {
+                map[key(file)] = nil
+                return nil
+            }
+            return link
+        }
+    }
+
+    func store(_ link: DownloadRequest, for file: RemoteFile) {
+        links.withLock { $0[key(file)] = link }
+    }
 }

@@ -37,9 +37,17 @@ public struct Sync: Sendable {
 
         let (plan, cursor) = try await listAndPlan(into: &report)
         events(.planned(remote: remote, plan: plan))
-        if options.dryRun { return report }
+        let budget = CacheBudget(cache: cache, settings: options.budget, logger: logger)
+        let removing = Set(plan.remove.map { RemotePath(remote: remote, path: $0) })
+        if options.dryRun {
+            let (cachePlan, tracks) = try budget.plan(removing: removing, extra: unindexedTracks(plan))
+            let reduction = try budget.reduce(to: cachePlan, tracks: tracks, dryRun: true)
+            report.budget = BudgetSummary(cachePlan, reduction: reduction)
+            events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
+            return report
+        }
 
-        try await fetchAll(plan, into: &report)
+        var reduction = try await fetchWithinBudget(plan, budget: budget, removing: removing, into: &report)
         for path in plan.remove {
             let removal = try cache.remove(remote: remote, path: path)
             events(.removed(remote: remote, path: path, keptPinned: !removal.keptPinned.isEmpty))
@@ -48,11 +56,29 @@ public struct Sync: Sendable {
         // advance the change feed past changes it did not apply.
         if let cursor, options.paths.isEmpty { try cache.setCursor(cursor, remote: remote) }
         cache.removeIdleLockFiles()
-        let eviction = try cache.evict(dryRun: false)
-        if !eviction.evicted.isEmpty {
-            logger.info("evicted \(eviction.evicted.count) tracks (\(ByteSize.format(eviction.freedBytes))) to stay within the cache limits")
-        }
+        // Estimates were replaced by real start sets: reach the plan exactly.
+        let (finalPlan, tracks) = try budget.plan()
+        let last = try await reduceAnalysing(finalPlan, tracks: tracks, budget: budget)
+        reduction.items += last.items
+        reduction.busy += last.busy
+        report.budget = BudgetSummary(finalPlan, reduction: reduction)
+        events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
         return report
+    }
+
+    /// Tracks of a dry run's plan that the index does not know yet (nothing was recorded), for planning.
+    private func unindexedTracks(_ plan: SyncPlan) -> [PlanningTrack] {
+        var extra: [PlanningTrack] = []
+        var next: Int64 = -1
+        for item in plan.fetch where item.missingBytes == item.file.size {
+            guard (try? cache.entry(remote: remote, path: item.file.path)) == .some(nil) else { continue }
+            let now = Date().timeIntervalSince1970
+            extra.append(PlanningTrack(id: next, remote: remote, path: item.file.path, size: item.file.size,
+                                       startBytes: options.budget.estimate(item.file.size, item.file.path, item.file.mimeType),
+                                       startSetKnown: false, added: now, modified: item.file.modified.timeIntervalSince1970))
+            next -= 1
+        }
+        return extra
     }
 
     /// Lists the remote, plans, fills the report's counts and (unless a dry run) records the listing in the
@@ -208,37 +234,78 @@ public struct Sync: Sendable {
 
     // MARK: - Fetch
 
-    private func fetchAll(_ plan: SyncPlan, into report: inout SyncReport) async throws {
-        guard !plan.fetch.isEmpty else { return }
+    /// Fetches this remote's share of the cache plan: the plan is made (over every remote), the cache brought
+    /// down to it, then the start sets of planned tracks are fetched in priority order, the plan made again with
+    /// the real start sets (until no planned head is an estimate), and finally whole tracks in priority order.
+    /// Only the tracks `plan` found incomplete and selected are candidates; nothing the plan does not keep is
+    /// fetched, and eviction only ever makes room for higher-priority work.
+    private func fetchWithinBudget(_ plan: SyncPlan, budget: CacheBudget, removing: Set<RemotePath>,
+                                   into report: inout SyncReport) async throws -> ReductionReport {
+        var reduction = ReductionReport()
+        guard !plan.fetch.isEmpty else {
+            let (cachePlan, tracks) = try budget.plan(removing: removing)
+            return try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget)
+        }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                                   segments: options.segments, segmentThreshold: options.segmentThreshold,
                                   events: events, logger: logger)
-        /// Files the first pass finished with: failed, or small enough to complete in it.
-        var endedFirstPass: Set<String> = []
+        let candidates = Dictionary(plan.fetch.map { ($0.file.path, $0.file) }, uniquingKeysWith: { a, _ in a })
+        var finished: Set<String> = []
         func record(_ path: String, _ result: FileResult) {
             switch result {
             case .completed(let fetched, _):
                 report.fetchedFiles += 1
                 report.fetchedBytes += fetched
+                finished.insert(path)
             case .failed(let message, let code):
                 report.failed.append(.init(path: path, error: message, exitCode: code))
+                finished.insert(path)
             case .headCached(let fetched):
                 report.fetchedBytes += fetched
+                report.headBytes += fetched
+                report.headsCached += 1
             }
         }
-        if let head = options.headFirst, head > 0 {
-            // Pass 1: the first `head` bytes of every track, so each can start playing.
-            try await forEach(plan.fetch, skipping: [], fetcher: fetcher) { job in
-                try await fetcher.fetch(job, within: 0 ..< min(head, job.file.size))
-                if job.file.size <= head { return nil }
+        /// This remote's candidates with `target` at least `level`, in priority order.
+        func wanted(_ cachePlan: CachePlan, _ tracks: [PlanningTrack], _ level: TrackTarget,
+                    where keep: (PlanningTrack) -> Bool) -> [RemoteFile] {
+            let mine = Dictionary(tracks.filter { $0.remote == remote }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            return cachePlan.order.compactMap { id in
+                guard let track = mine[id], cachePlan.target(id) >= level, keep(track),
+                      !finished.contains(track.path), let file = candidates[track.path] else { return nil }
+                return file
+            }
+        }
+
+        // Heads: plan, make room, fetch the planned heads that are missing; again while estimates were planned.
+        var headRounds = 0
+        while true {
+            let (cachePlan, tracks) = try budget.plan(removing: removing)
+            let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget)
+            reduction.items += reduced.items
+            reduction.busy += reduced.busy
+            let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent }
+            let estimated = tracks.contains { $0.remote == remote && !$0.startSetKnown && cachePlan.target($0.id) >= .head }
+            if heads.isEmpty || headRounds >= 3 { break }
+            headRounds += 1
+            try await forEach(heads, fetcher: fetcher) { job in
+                try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
+                if job.writer.missingRanges().isEmpty { return nil }
                 return .headCached(fetched: job.fetched)
             } collect: { path, result in
                 record(path, result)
-                if case .headCached = result { return }
-                endedFirstPass.insert(path)
             }
+            if !estimated { break }
         }
-        try await forEach(plan.fetch, skipping: endedFirstPass, fetcher: fetcher) { job in
+
+        // Tails: plan with the real start sets, make room, fetch the planned whole tracks in priority order.
+        let (cachePlan, tracks) = try budget.plan(removing: removing)
+        let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget)
+        reduction.items += reduced.items
+        reduction.busy += reduced.busy
+        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
+        try await forEach(whole, fetcher: fetcher) { job in
+            try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
             return nil
         } collect: { path, result in
@@ -246,21 +313,47 @@ public struct Sync: Sendable {
         }
         // Completion order depends on the network; the report lists failures in plan (path) order.
         report.failed.sort { $0.path < $1.path }
+        return reduction
+    }
+
+    /// Reduces the cache to `plan`; complete tracks whose start set is unknown (cached before start sets
+    /// existed) are analysed from their local file first, so they can keep their heads.
+    private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget) async throws -> ReductionReport {
+        var report = try budget.reduce(to: plan, tracks: tracks)
+        guard !report.needsAnalysis.isEmpty else { return report }
+        let ids = Set(report.needsAnalysis)
+        var analysed = 0
+        for track in tracks where ids.contains(track.id) {
+            do {
+                let writer = try cache.openWriter(remote: track.remote, path: track.path, wait: false)
+                defer { writer.close() }
+                try StartSets.analyseLocally(writer, options: options)
+                analysed += 1
+            } catch {
+                logger.info("\(track.remote):\(track.path): could not analyse its start set (\(error)); left as it is")
+            }
+        }
+        guard analysed > 0 else { return report }
+        let (again, tracksAgain) = try budget.plan()
+        let second = try budget.reduce(to: again, tracks: tracksAgain)
+        report.items += second.items
+        report.busy += second.busy
+        report.needsAnalysis = second.needsAnalysis
+        return report
     }
 
     /// Runs `work` for each file with at most `options.jobs` at once. `work` returns nil to go on to
     /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
     /// rethrown after the running files stop; other errors become `.failed` results.
-    private func forEach(_ items: [SyncPlan.Item], skipping skipped: Set<String>, fetcher: FileFetcher,
+    private func forEach(_ items: [RemoteFile], fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
         var fatal: (any Error)?
         await withThrowingTaskGroup(of: (String, FileResult).self) { group in
             var next = 0
             func launch() {
-                while next < items.count, skipped.contains(items[next].file.path) { next += 1 }
                 guard next < items.count, fatal == nil else { return }
-                let file = items[next].file
+                let file = items[next]
                 next += 1
                 group.addTask {
                     let result = try await fetchOne(file, fetcher: fetcher, work: work)

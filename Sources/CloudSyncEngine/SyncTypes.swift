@@ -11,8 +11,12 @@ public struct SyncOptions: Sendable {
     public var segments: Int
     /// Files this big or bigger are fetched in `segments` streams.
     public var segmentThreshold: Int64
-    /// With a value, a first pass fetches this many leading bytes of every planned track before any remainder.
-    public var headFirst: Int64?
+    /// At least this many bytes of audio in a start set (`pull.head_first`, `--head-first=SIZE`).
+    public var headBytes: Int64
+    /// Seconds of audio in a start set (`pull.head_seconds`).
+    public var headSeconds: Double
+    /// What the cache may hold: every pull plans within it (heads of every track first, then whole tracks).
+    public var budget: BudgetSettings
     /// Only files equal to or under these paths (relative to the remote's root); empty = everything.
     public var paths: [String]
     /// Plan only: change nothing, fetch nothing.
@@ -21,15 +25,23 @@ public struct SyncOptions: Sendable {
     public var waitForLock: Bool
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
-                headFirst: Int64? = nil, paths: [String] = [], dryRun: Bool = false, waitForLock: Bool = false) {
+                headBytes: Int64 = 512 << 10, headSeconds: Double = 10, budget: BudgetSettings? = nil,
+                paths: [String] = [], dryRun: Bool = false, waitForLock: Bool = false) {
         self.jobs = max(1, jobs)
         self.chunkSize = max(64 << 10, chunkSize)
         self.segments = max(1, segments)
         self.segmentThreshold = max(1, segmentThreshold)
-        self.headFirst = headFirst
+        self.headBytes = max(0, headBytes)
+        self.headSeconds = max(0, headSeconds)
+        self.budget = budget ?? BudgetSettings(estimate: StartSets.estimator(headBytes: max(0, headBytes), headSeconds: max(0, headSeconds)))
         self.paths = paths
         self.dryRun = dryRun
         self.waitForLock = waitForLock
+    }
+
+    /// Estimated start-set bytes of a track not analysed yet (for ``BudgetSettings/estimate``).
+    public static func startSetEstimator(headBytes: Int64, headSeconds: Double) -> @Sendable (Int64, String, String?) -> Int64 {
+        StartSets.estimator(headBytes: headBytes, headSeconds: headSeconds)
     }
 
     /// Whether `path` is selected by `paths`.
@@ -71,6 +83,9 @@ public enum SyncEvent: Sendable {
     case progress(remote: String, path: String, bytes: Int64)
     case fileFinished(remote: String, path: String, result: FileResult)
     case removed(remote: String, path: String, keptPinned: Bool)
+    /// The cache against its budget once this remote's pull planned (and, unless a dry run, applied) it;
+    /// `reduced` lists the tracks shrunk to their heads or evicted.
+    case budget(remote: String, summary: BudgetSummary?, reduced: [ReductionReport.Item])
     case warning(remote: String, message: String)
 }
 
@@ -107,11 +122,19 @@ public struct SyncReport: Sendable, Codable {
     public var failed: [Failure] = []
     /// The error that stopped the whole remote (listing failed, lock held), if any. Not in JSON when nil.
     public var fatal: String?
+    /// Bytes fetched for start sets (heads), included in `fetchedBytes`.
+    public var headBytes: Int64 = 0
+    /// Tracks whose start set became present in this run (and are not complete).
+    public var headsCached = 0
+    /// What the cache holds after the pull, over every remote that shares it (nil for a run that did not plan).
+    public var budget: BudgetSummary?
 
     enum CodingKeys: String, CodingKey {
-        case remote, provider, listed, new, changed, deleted, skipped, failed, fatal
+        case remote, provider, listed, new, changed, deleted, skipped, failed, fatal, budget
         case fetchedFiles = "fetched_files"
         case fetchedBytes = "fetched_bytes"
+        case headBytes = "head_bytes"
+        case headsCached = "heads_cached"
     }
 
     public init(remote: String, provider: String) {
@@ -125,4 +148,46 @@ public struct SyncReport: Sendable, Codable {
         if fetchedFiles == 0, failed.allSatisfy({ $0.exitCode == .unavailable }) { return .unavailable }
         return .partialFailure
     }
+}
+
+/// The cache against its budget after a plan was applied (or, in a dry run, would be): over every remote.
+public struct BudgetSummary: Sendable, Codable, Hashable {
+    /// Bytes the cache may hold.
+    public var budget: Int64
+    /// Bytes the cache holds once the plan is reached.
+    public var plannedBytes: Int64
+    /// Bytes the whole library would need complete.
+    public var libraryBytes: Int64
+    public var complete: Int
+    public var headOnly: Int
+    /// Tracks with no byte kept (their heads did not fit).
+    public var none: Int
+    /// Tracks reduced to make room (or to respect a lowered budget), and the bytes that left the disk.
+    public var reduced: Int
+    public var freedBytes: Int64
+    public var pinnedOverBudget: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case budget, complete, none, reduced
+        case plannedBytes = "planned_bytes"
+        case libraryBytes = "library_bytes"
+        case headOnly = "head_only"
+        case freedBytes = "freed_bytes"
+        case pinnedOverBudget = "pinned_over_budget"
+    }
+
+    public init(_ plan: CachePlan, reduction: ReductionReport?) {
+        budget = plan.budget
+        plannedBytes = plan.plannedBytes
+        libraryBytes = plan.libraryBytes
+        complete = plan.completeCount
+        headOnly = plan.headOnlyCount
+        none = plan.noneCount
+        reduced = reduction?.items.count ?? 0
+        freedBytes = reduction?.freedBytes ?? 0
+        pinnedOverBudget = plan.pinnedOverBudget
+    }
+
+    /// The library is bigger than what the cache may hold.
+    public var libraryExceedsBudget: Bool { libraryBytes > budget }
 }

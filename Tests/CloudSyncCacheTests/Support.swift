@@ -22,13 +22,6 @@ func patternByte(_ offset: Int64) -> UInt8 {
 
 func pattern(_ range: Range<Int64>) -> [UInt8] { range.map(patternByte) }
 
-func seed(_ name: String) -> UInt64 {
-    if let text = ProcessInfo.processInfo.environment["CLOUDSYNC_TEST_SEED"], let value = UInt64(text) { return value }
-    let value = UInt64.random(in: 0...UInt64.max)
-    print("\(name): seed \(value) (replay with CLOUDSYNC_TEST_SEED=\(value))")
-    return value
-}
-
 func remoteFile(_ path: String, size: Int64 = 1000, modified: TimeInterval = 1_700_000_000, revision: String = "r1",
                 hashes: [ContentHash] = []) -> RemoteFile {
     RemoteFile(path: path, providerID: "id:" + path, size: size, modified: Date(timeIntervalSince1970: modified),

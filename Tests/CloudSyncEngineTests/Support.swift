@@ -99,25 +99,39 @@ struct Env {
     var tracks: URL { cacheDir.appendingPathComponent("tracks/\(remote)") }
 
     /// Writes a config for `url` with Basic auth demo/demo-pass and the given extra `[cache]`/`[pull]` lines.
-    init(url: String, checkpoint: String = "256KiB", pull: [String] = []) throws {
-        try self.init(remoteLines: ["provider = \"webdav\"", "url = \"\(url)\"", "user = \"demo\"",
-                                    "password = \"env:CLOUDSYNC_TEST_PASSWORD\""],
-                      checkpoint: checkpoint, pull: pull)
+    init(url: String, checkpoint: String = "256KiB", cache: [String] = [], pull: [String] = [], extra: String = "") throws {
+        try self.init(remoteLines: Self.webdavLines(url), checkpoint: checkpoint, cache: cache, pull: pull, extra: extra)
     }
 
-    /// Writes a config whose remote `lib` has the keys `remoteLines` (any provider).
-    init(remoteLines: [String], checkpoint: String = "256KiB", pull: [String] = []) throws {
+    /// The keys of a WebDAV remote at `url` with Basic auth demo/demo-pass.
+    static func webdavLines(_ url: String) -> [String] {
+        ["provider = \"webdav\"", "url = \"\(url)\"", "user = \"demo\"", "password = \"env:CLOUDSYNC_TEST_PASSWORD\""]
+    }
+
+    /// Writes a config whose remote `lib` has the keys `remoteLines` (any provider); `extra` is appended
+    /// (more remotes).
+    init(remoteLines: [String], checkpoint: String = "256KiB", cache: [String] = [], pull: [String] = [],
+         extra: String = "") throws {
         dir = try temporaryDirectory("env")
+        try write(remoteLines: remoteLines, checkpoint: checkpoint, cache: cache, pull: pull, extra: extra)
+    }
+
+    /// Rewrites the config (a test may change the budget between runs).
+    func write(remoteLines: [String], checkpoint: String = "256KiB", cache: [String] = [], pull: [String] = [],
+               extra: String = "") throws {
         let text = """
             [cache]
             dir = "\(cacheDir.path)"
             checkpoint = "\(checkpoint)"
+            \(cache.joined(separator: "\n"))
 
             [pull]
             \(pull.joined(separator: "\n"))
 
             [remote.\(remote)]
             \(remoteLines.joined(separator: "\n"))
+
+            \(extra)
 
             """
         try text.write(to: config, atomically: true, encoding: .utf8)
@@ -357,10 +371,10 @@ struct Fixture {
     let env: Env
 
     init(seed: UInt64, files: [(String, Int)], rate: Int = 0, delayMS: Int = 0, faults: String? = nil,
-         checkpoint: String = "256KiB", pull: [String] = []) throws {
+         checkpoint: String = "256KiB", cache: [String] = [], pull: [String] = []) throws {
         library = try Library.make(in: try temporaryDirectory("lib"), seed: seed, files: files)
         server = try FakeServer(root: library.root, rate: rate, delayMS: delayMS, faults: faults)
-        env = try Env(url: server.url, checkpoint: checkpoint, pull: pull)
+        env = try Env(url: server.url, checkpoint: checkpoint, cache: cache, pull: pull)
     }
 
     func cleanup() {

@@ -33,3 +33,12 @@ public struct SeededRandom: RandomNumberGenerator {
         return data
     }
 }
+
+/// The seed of a property or fuzz test named `name`: `CLOUDSYNC_TEST_SEED` when set (to replay a failure),
+/// else a random one, printed with the line that replays it.
+public func seed(_ name: String) -> UInt64 {
+    if let text = ProcessInfo.processInfo.environment["CLOUDSYNC_TEST_SEED"], let value = UInt64(text) { return value }
+    let value = UInt64.random(in: 0...UInt64.max)
+    print("\(name): seed \(value) (replay with CLOUDSYNC_TEST_SEED=\(value))")
+    return value
+}

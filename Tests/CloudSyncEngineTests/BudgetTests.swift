@@ -1,0 +1,190 @@
+import CloudSyncCache
+import Foundation
+import TestSupport
+import Testing
+
+/// A library bigger than the cache's budget, with the real binary against the counting fake: the plan keeps a
+/// head of every track, converges, shares the budget between remotes, and survives kill -9.
+@Suite struct BudgetTests {
+    static let budget: Int64 = 12 << 20
+    static let cacheLines = [#"max_size = "12MiB""#, #"min_free = "0""#]
+    static let pull = [#"head_first = "64KiB""#, #"chunk_size = "256KiB""#]
+
+    /// 30 tracks of 4 MiB: ten times the budget (the issue's 120 MiB library).
+    static func files(_ prefix: String = "Album", count: Int = 30) -> [(String, Int)] {
+        (0 ..< count).map { (String(format: "\(prefix)/t%02d.mp3", $0), 4 << 20) }
+    }
+
+    /// `ls --offline --json` rows of `env`.
+    static func rows(_ env: Env) throws -> [[String: Any]] {
+        let r = try env.run(["ls", "--offline", "--json"])
+        guard r.status == 0 else { throw TestFailure("ls failed: \(r.stderr)") }
+        return try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]] ?? []
+    }
+
+    /// Bytes the cache holds, from `cache status --json`.
+    static func held(_ env: Env) throws -> Int64 {
+        let r = try env.run(["cache", "status", "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] ?? [:]
+        return (object["bytes"] as? NSNumber)?.int64Value ?? -1
+    }
+
+    /// Every byte the index claims for every entry is the source's byte (read through the cache itself).
+    static func expectClaimsMatch(_ env: Env, libraries: [String: Library]) throws {
+        let cache = try Cache.open(root: env.cacheDir)
+        for entry in try cache.entries() {
+            let source = try #require(libraries[entry.remote]?.files[entry.path], "\(entry.remote):\(entry.path) is not in the library")
+            let reader = try cache.openReader(remote: entry.remote, path: entry.path)
+            defer { reader.close() }
+            for range in try reader.presentRanges().ranges {
+                let bytes = try reader.read(range)
+                #expect(bytes == source[Int(range.lowerBound) ..< Int(range.upperBound)],
+                        "\(entry.remote):\(entry.path) \(range) differs from the source")
+            }
+        }
+    }
+
+    /// Five pulls in a row of a library ten times the budget: the first transfers at most the budget plus
+    /// the heads, the next four transfer nothing; every track is `head` or `cached`; the cache stays within
+    /// the budget; the one-line summary says what does not fit.
+    @Test func aLibraryTenTimesTheBudgetConverges() throws {
+        let fixture = try Fixture(seed: 81, files: Self.files(), cache: Self.cacheLines, pull: Self.pull)
+        defer { fixture.cleanup() }
+        for run in 1 ... 5 {
+            try fixture.server.reset()
+            let r = try fixture.env.run(["pull"])
+            #expect(r.status == 0, "run \(run): \(r.stderr)")
+            let served = try fixture.server.stats()["bytes"] ?? -1
+            let rows = try Self.rows(fixture.env)
+            #expect(rows.count == 30)
+            let states = Dictionary(grouping: rows, by: { $0["state"] as? String ?? "?" }).mapValues(\.count)
+            #expect(Set(states.keys).isSubset(of: ["head", "cached"]), "run \(run): states \(states)")
+            #expect((states["cached"] ?? 0) >= 1, "run \(run): nothing complete: \(states)")
+            #expect(try Self.held(fixture.env) <= Self.budget, "run \(run): over budget")
+            if run == 1 {
+                let heads = rows.reduce(Int64(0)) { $0 + (($1["head_bytes"] as? NSNumber)?.int64Value ?? 0) }
+                #expect(served <= Self.budget + heads, "the first pull transferred \(served) bytes")
+                #expect(r.stderr.contains("library 120 MiB > budget 12.0 MiB: "), "stderr: \(r.stderr)")
+                #expect(r.stderr.contains("pin what you want offline"), "stderr: \(r.stderr)")
+            } else {
+                #expect(served == 0, "run \(run) transferred \(served) bytes")
+                #expect(!r.stderr.contains("evicted") && !r.stderr.contains("shrunk"), "run \(run): \(r.stderr)")
+            }
+        }
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+        // `cache status` tells the user.
+        let status = try fixture.env.run(["cache", "status", "--json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+        #expect((object["library_bytes"] as? NSNumber)?.int64Value == Int64(30 * (4 << 20)))
+        #expect((object["budget"] as? NSNumber)?.int64Value == Self.budget)
+        let remotes = try #require(object["remotes"] as? [[String: Any]])
+        #expect(remotes.count == 1)
+        #expect((remotes[0]["missing"] as? NSNumber)?.intValue == 0)
+        #expect(((remotes[0]["head"] as? NSNumber)?.intValue ?? 0) + ((remotes[0]["complete"] as? NSNumber)?.intValue ?? 0) == 30)
+    }
+
+    /// A dry run prints the plan and fetches nothing; a lowered budget shrinks the cache at the next
+    /// `cache evict`, lowest priority first, keeping every head.
+    @Test func dryRunAndALoweredBudget() throws {
+        let fixture = try Fixture(seed: 82, files: Self.files(count: 10), cache: [#"max_size = "24MiB""#, #"min_free = "0""#],
+                                  pull: Self.pull)
+        defer { fixture.cleanup() }
+        // Newest on the remote first: t00 is the newest.
+        for (i, (path, _)) in Self.files(count: 10).enumerated() {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000 - Double(i) * 60)],
+                                                  ofItemAtPath: fixture.library.root.appendingPathComponent(path).path)
+        }
+        let dry = try fixture.env.run(["pull", "--dry-run"])
+        #expect(dry.status == 0, "stderr: \(dry.stderr)")
+        #expect(try fixture.server.stats()["get"] == 0)
+        #expect(dry.stdout.contains("after the pull: library 40.0 MiB > budget 24.0 MiB: "), "stdout: \(dry.stdout)")
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let before = try Self.rows(fixture.env).filter { $0["state"] as? String == "cached" }.count
+        #expect(before >= 5)
+
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: [#"max_size = "8MiB""#, #"min_free = "0""#],
+                              pull: Self.pull)
+        let wouldBe = try fixture.env.run(["cache", "evict", "--dry-run"])
+        #expect(wouldBe.stdout.contains("would shrink"), "stdout: \(wouldBe.stdout)")
+        #expect(try Self.held(fixture.env) > 8 << 20, "a dry run changed the cache")
+        let evict = try fixture.env.run(["cache", "evict"])
+        #expect(evict.status == 0, "stderr: \(evict.stderr)")
+        #expect(try Self.held(fixture.env) <= 8 << 20)
+        let rows = try Self.rows(fixture.env)
+        #expect(rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") })
+        let cached = rows.filter { $0["state"] as? String == "cached" }.compactMap { $0["path"] as? String }.sorted()
+        #expect(cached.count < before)
+        // Added the same day: the newest on the remote stay complete.
+        #expect(cached == Array(Self.files(count: 10).map(\.0).prefix(cached.count)), "kept \(cached)")
+        try fixture.server.reset()
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        #expect(try fixture.server.stats()["bytes"] == 0, "a pull after the eviction fetched again")
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+    }
+
+    /// Two remotes sharing one cache: neither loses its heads to the other, and the budget is shared by one
+    /// priority order (pulling one remote does not evict the other's tracks to refetch its own).
+    @Test func twoRemotesShareOneBudget() throws {
+        var random = SeededRandom(seed: 83)
+        var libraries: [String: Library] = [:]
+        var servers: [FakeServer] = []
+        defer { for s in servers { s.stop() } }
+        for name in ["lib", "other"] {
+            let root = try temporaryDirectory(name)
+            var library = Library(root: root)
+            for (path, size) in Self.files(name == "lib" ? "A" : "B", count: 15) { try library.add(path, random.bytes(size)) }
+            libraries[name] = library
+            servers.append(try FakeServer(root: root))
+        }
+        let env = try Env(url: servers[0].url, cache: Self.cacheLines, pull: Self.pull,
+                          extra: "[remote.other]\n" + Env.webdavLines(servers[1].url).joined(separator: "\n"))
+        defer { env.cleanup() }
+        #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
+        #expect(try env.run(["pull", "--remote", "other"]).status == 0)
+        for server in servers { try server.reset() }
+        for remote in ["lib", "other", "lib"] {
+            let r = try env.run(["pull", "--remote", remote])
+            #expect(r.status == 0, "stderr: \(r.stderr)")
+        }
+        for server in servers { #expect(try server.stats()["bytes"] == 0, "a converged pull transferred bytes") }
+        let rows = try Self.rows(env)
+        #expect(rows.count == 30)
+        #expect(rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") }, "\(rows.map { $0["state"] ?? "?" })")
+        #expect(try Self.held(env) <= Self.budget)
+        try Self.expectClaimsMatch(env, libraries: libraries)
+    }
+
+    /// kill -9 while a plan shrinks, evicts and fetches: the reruns converge, nothing in the index is wrong.
+    @Test func killNineDuringAPlanThenTheRerunConverges() throws {
+        let s = seed("killNineDuringAPlanThenTheRerunConverges")
+        var random = SeededRandom(seed: s)
+        let fixture = try Fixture(seed: s, files: Self.files(count: 20), rate: 8 << 20, cache: Self.cacheLines, pull: Self.pull)
+        defer { fixture.cleanup() }
+        var kills = 0
+        for iteration in 0 ..< 8 {
+            // Lower and raise the budget so runs both fetch and shrink.
+            let size = iteration % 2 == 0 ? "12MiB" : "6MiB"
+            try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: [#"max_size = "\#(size)""#, #"min_free = "0""#],
+                                  pull: Self.pull)
+            let pull = try fixture.env.start(["pull"])
+            usleep(UInt32(100_000 + random.next() % 700_000))
+            if pull.process.isRunning {
+                pull.signal(SIGKILL)
+                kills += 1
+            }
+            _ = try pull.wait(timeout: 60)
+            try fixture.server.settle()
+            try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+        }
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: Self.cacheLines, pull: Self.pull)
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        try fixture.server.reset()
+        let again = try fixture.env.run(["pull"])
+        #expect(again.status == 0, "stderr: \(again.stderr)")
+        #expect(try fixture.server.stats()["bytes"] == 0, "seed \(s): the pull after the reruns did not converge")
+        #expect(try Self.held(fixture.env) <= Self.budget)
+        #expect(try Self.rows(fixture.env).allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") })
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+        print("BudgetTests kill loop: \(kills) kills (seed \(s))")
+    }
+}
