@@ -321,7 +321,8 @@ public final class Cache: Sendable {
     func retireGeneration(id: Int64, generation: Int64) throws(CacheError) -> Int64 {
         let changed = try withDatabase { db throws(CacheError) in
             try db.run("""
-                UPDATE files SET generation = generation + 1, state = 0, ranges = NULL, present_bytes = 0, head = 0
+                UPDATE files SET generation = generation + 1, state = 0, ranges = NULL, present_bytes = 0, head = 0,
+                    validator = NULL
                 WHERE id = ? AND generation = ?
                 """, [.int(id), .int(generation)])
         }

@@ -133,6 +133,8 @@ public final class EntryWriter: Sendable {
         var completed: Bool
         /// The start set, once known: a commit that covers it marks the entry `head`.
         var startSet: RangeSet<Int64>?
+        /// The entity tag the present bytes were served under.
+        var validator: String?
     }
 
     /// Guards bytes written but not yet committed. Lock order: `durable` before `pending`.
@@ -155,7 +157,7 @@ public final class EntryWriter: Sendable {
             partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
             fd = -1
             durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), lastCheckpoint: .now, completed: true,
-                                    startSet: row.startSet))
+                                    startSet: row.startSet, validator: row.validator))
             return
         }
         var generation = row.generation
@@ -185,7 +187,8 @@ public final class EntryWriter: Sendable {
         partialURL = cache.root.appendingPathComponent("partial/\(name)", isDirectory: false)
         let display = cache.display("partial/\(name)")
         self.fd = fd
-        durable = Mutex(Durable(committed: committed, lastCheckpoint: .now, completed: false, startSet: row.startSet))
+        durable = Mutex(Durable(committed: committed, lastCheckpoint: .now, completed: false, startSet: row.startSet,
+                                validator: generation == row.generation ? row.validator : nil))
         do throws(Errno) {
             try cache.io.ftruncate(fd, row.file.size)
         } catch {
@@ -324,6 +327,22 @@ public final class EntryWriter: Sendable {
 
     /// The start set of this version, if known.
     public var startSet: RangeSet<Int64>? { durable.withLock { $0.startSet } }
+
+    /// The entity tag the present bytes were served under (persisted, so every pass and every later run sends
+    /// it as `If-Range` and a file that changed in between restarts instead of mixing versions).
+    public var validator: String? { durable.withLock { $0.validator } }
+
+    /// Records the entity tag of the bytes written from now on (after ``reset()`` when it changed).
+    public func setValidator(_ validator: String?) throws(CacheError) {
+        try durable.withLock { (d: inout Durable) throws(CacheError) in
+            guard d.validator != validator else { return }
+            _ = try cache.withDatabase { db throws(CacheError) in
+                try db.run("UPDATE files SET validator = ? WHERE id = ? AND generation = ?",
+                           [validator.map(SQLValue.text) ?? .null, .int(id), .int(generation)])
+            }
+            d.validator = validator
+        }
+    }
 
     /// Records the start set of this version (the bytes a player needs to start it; computed by the engine from
     /// present bytes) with the tags and duration read from it (`tags`: the engine's JSON). From now on a commit

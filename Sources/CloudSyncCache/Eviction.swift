@@ -79,7 +79,7 @@ extension Cache {
             try self.withDatabase { db throws(CacheError) in
                 try db.run("""
                     UPDATE files SET state = 0, ranges = NULL, present_bytes = 0, track_bytes = 0, head = 0,
-                        generation = generation + 1
+                        validator = NULL, generation = generation + 1
                     WHERE id = ? AND generation = ?
                     """, [.int(row.id), .int(row.generation)])
             }

@@ -46,6 +46,7 @@ enum IndexSchema {
         ALTER TABLE files ADD COLUMN last_played REAL NOT NULL DEFAULT 0;
         ALTER TABLE files ADD COLUMN tags TEXT;
         ALTER TABLE files ADD COLUMN duration REAL;
+        ALTER TABLE files ADD COLUMN validator TEXT;
         UPDATE files SET added = last_access;
         """,
     ]
@@ -66,7 +67,7 @@ enum IndexSchema {
     static let rowColumns = """
         id, remote, path, local_path, provider_id, size, modified, revision, hashes, mime, download_hint, state, \
         generation, ranges, present_bytes, track_bytes, pinned, last_access, start_set, head, added, last_played, \
-        tags, duration
+        tags, duration, validator
         """
 
     /// Hashes as `kind:value` separated by spaces (hex and base64 contain neither); unknown kinds are skipped.
@@ -130,7 +131,7 @@ enum IndexSchema {
                 UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?,
                     size = ?, modified_s = ?, revision = ?, generation = generation + 1, state = 0, ranges = NULL,
                     present_bytes = 0, start_set = NULL, start_bytes = 0, head = 0, tags = NULL, duration = NULL,
-                    added = ?
+                    validator = NULL, added = ?
                 WHERE id = ?
                 """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),
                                  .int(existing.id)])
@@ -177,6 +178,8 @@ struct IndexRow: Sendable {
     /// Tags read from the start set, as the engine encoded them (JSON), and the duration in seconds.
     var tags: String?
     var duration: Double?
+    /// The entity tag the partial's bytes were served under, once learnt.
+    var validator: String?
 
     var path: String { file.path }
 
@@ -218,5 +221,6 @@ struct IndexRow: Sendable {
         lastPlayed = row.double(21)
         tags = row.optionalText(22)
         duration = row.isNull(23) ? nil : row.double(23)
+        validator = row.optionalText(24)
     }
 }

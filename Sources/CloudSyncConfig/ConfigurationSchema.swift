@@ -58,10 +58,12 @@ struct SchemaReader {
         }
         cache.maxSize = try size("max_size", in: cacheTable, path: "cache", default: cache.maxSize)
         cache.minFree = try size("min_free", in: cacheTable, path: "cache", default: cache.minFree, allowingZero: true)
-        if let (text, _) = try string("max_age", in: cacheTable, path: "cache"), text.lowercased() == "off" {
-            cache.maxAge = nil
-        } else if cacheTable?["max_age"] != nil {
-            cache.maxAge = try duration("max_age", in: cacheTable, path: "cache", default: 0)
+        if let node = cacheTable?["max_age"] {
+            if case .string(let text) = node.value, text.lowercased() == "off" {
+                cache.maxAge = nil
+            } else {
+                cache.maxAge = try duration("max_age", in: cacheTable, path: "cache", default: 0)
+            }
         }
         cache.checkpoint = try size("checkpoint", in: cacheTable, path: "cache", default: cache.checkpoint)
 

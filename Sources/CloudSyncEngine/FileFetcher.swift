@@ -59,7 +59,7 @@ final class FileJob: Sendable {
         self.file = file
         self.writer = writer
         expectedHash = file.preferredHash
-        state = Mutex(State(hasher: file.preferredHash.map { makeHasher(for: $0.kind) }))
+        state = Mutex(State(etag: writer.validator, hasher: file.preferredHash.map { makeHasher(for: $0.kind) }))
     }
 
     var fetched: Int64 { state.withLock { $0.fetched } }
@@ -75,6 +75,7 @@ final class FileJob: Sendable {
         try state.withLock { s in
             if let generation, generation != s.generation { return false }
             try writer.reset()
+            try writer.setValidator(etag)
             s.generation += 1
             s.rangesHonoured = false
             s.claimed = RangeSet()
@@ -368,8 +369,11 @@ struct FileFetcher: Sendable {
             throw ProviderError(.transient, "\(job.file.path) changed during download; restarting")
         }
         if known == nil, let now = responseETag {
-            job.withState { s in
-                if s.generation == generation, s.etag == nil { s.etag = now }
+            try job.withState { s in
+                if s.generation == generation, s.etag == nil {
+                    s.etag = now
+                    try job.writer.setValidator(now)
+                }
             }
         }
     }

@@ -43,6 +43,7 @@ public struct Sync: Sendable {
             let (cachePlan, tracks) = try budget.plan(removing: removing, extra: unindexedTracks(plan))
             let reduction = try budget.reduce(to: cachePlan, tracks: tracks, dryRun: true)
             report.budget = BudgetSummary(cachePlan, reduction: reduction)
+            report.budget?.limitedByDisk = cachePlan.budget < options.budget.maxSize
             events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
             return report
         }
@@ -62,6 +63,12 @@ public struct Sync: Sendable {
         reduction.items += last.items
         reduction.busy += last.busy
         report.budget = BudgetSummary(finalPlan, reduction: reduction)
+        report.budget?.limitedByDisk = finalPlan.budget < options.budget.maxSize
+        if finalPlan.budget < options.budget.maxSize {
+            events(.warning(remote: remote, message: "the disk of the cache is nearly full: the budget is \(ByteSize.format(finalPlan.budget)) "
+                + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that cache.min_free "
+                + "(\(ByteSize.format(options.budget.minFree))) stays free; free some space or lower cache.min_free"))
+        }
         events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
         return report
     }

@@ -166,9 +166,12 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
     public var reduced: Int
     public var freedBytes: Int64
     public var pinnedOverBudget: Bool
+    /// The budget is below `cache.max_size` because the disk must keep `cache.min_free` free.
+    public var limitedByDisk: Bool = false
 
     enum CodingKeys: String, CodingKey {
         case budget, complete, none, reduced
+        case limitedByDisk = "limited_by_disk"
         case plannedBytes = "planned_bytes"
         case libraryBytes = "library_bytes"
         case headOnly = "head_only"

@@ -26,8 +26,10 @@ struct ConfigurationTests {
         let config = try parse("")
         #expect(config.cache.dir.path == "/home/tester/.cache/cloudsync")
         #expect(config.cache.maxSize == 10 * 1024 * 1024 * 1024)
-        #expect(config.cache.maxAge == 90 * 86400)
+        #expect(config.cache.maxAge == nil)
+        #expect(config.cache.minFree == 1 << 30)
         #expect(config.cache.checkpoint == 8 * 1024 * 1024)
+        #expect(config.pull.headSeconds == 10)
         #expect(config.pull.jobs == 4)
         #expect(config.pull.chunkSize == 8 * 1024 * 1024)
         #expect(config.pull.segments == 4)
@@ -112,7 +114,7 @@ struct ConfigurationTests {
 
     static let schemaErrors: [(String, String)] = [
         ("[pull]\nchunksize = \"8MiB\"\n", "t.toml:2:1: unknown key 'chunksize' in [pull]; did you mean 'chunk_size'?"),
-        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first"),
+        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first, head_seconds"),
         ("[cache]\n  maxsize = \"1GiB\"", "t.toml:2:3: unknown key 'maxsize' in [cache]; did you mean 'max_size'?"),
         ("[pul]\njobs = 4\n", "t.toml:1:2: unknown table [pul]; did you mean [pull]?"),
         ("[remotes.a]\nprovider = \"dropbox\"", "t.toml:1:2: unknown table [remotes]; did you mean [remote]?"),
@@ -255,6 +257,18 @@ struct ConfigurationTests {
         case (.success(let seconds), .some(let want)): #expect(seconds == want)
         case (.failure(let error), .none): #expect(error.line == 2 && error.column == 11 && error.message.hasPrefix("max_age must"))
         default: Issue.record("\(literal): got \(result), expected \(String(describing: expected))")
+        }
+    }
+
+    @Test("max_age off, min_free zero, head_seconds within 0...600")
+    func budgetKeys() throws {
+        let config = try parse("[cache]\nmax_age = \"OFF\"\nmin_free = \"0\"\n[pull]\nhead_seconds = 2.5")
+        #expect(config.cache.maxAge == nil)
+        #expect(config.cache.minFree == 0)
+        #expect(config.pull.headSeconds == 2.5)
+        #expect(try parse("[cache]\nmin_free = 0").cache.minFree == 0)
+        for bad in ["head_seconds = 601", "head_seconds = -1", "head_seconds = \"10\"", "head_seconds = nan"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try parse("[pull]\n" + bad) }
         }
     }
 

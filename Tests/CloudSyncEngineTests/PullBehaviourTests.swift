@@ -159,7 +159,7 @@ import Testing
                                      "fetched_bytes", "head_bytes", "heads_cached", "skipped", "failed", "budget"])
         let budget = try #require(remote["budget"] as? [String: Any])
         #expect(Set(budget.keys) == ["budget", "planned_bytes", "library_bytes", "complete", "head_only", "none",
-                                     "reduced", "freed_bytes", "pinned_over_budget"])
+                                     "reduced", "freed_bytes", "pinned_over_budget", "limited_by_disk"])
         #expect(remote["remote"] as? String == "lib" && remote["provider"] as? String == "webdav")
         #expect((remote["listed"] as? NSNumber)?.intValue == 2 && (remote["new"] as? NSNumber)?.intValue == 2)
         #expect((remote["fetched_files"] as? NSNumber)?.intValue == 1)
