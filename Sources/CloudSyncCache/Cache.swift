@@ -44,7 +44,20 @@ public final class Cache: Sendable {
             for name in ["tracks", "partial", "locks"] {
                 opened.append(try fs.openDirectory([name], in: rootFD, create: true, display: "\(rootPath)/\(name)"))
             }
-            let db = try Database(path: rootPath + "/index.sqlite")
+            // Creating and migrating the index happen under an exclusive flock, so a cron pull and a serve started
+            // together on a fresh machine do not race to switch a new index to WAL (SQLITE_BUSY at once).
+            let initLock = Self.lockIndexInitialisation(locksFD: opened[3])
+            defer { if initLock >= 0 { Glibc.close(initLock) } }
+            let db: Database
+            do {
+                db = try Database(path: rootPath + "/index.sqlite")
+            } catch where Self.isSharedMemoryFailure(error) {
+                // A full disk: SQLite cannot grow the -shm file of the first connection. Open exclusively (the WAL
+                // index in memory) so reading and freeing space still work.
+                logger.warning("the disk holding the cache is full: the index is opened exclusively (other cloudsync "
+                    + "processes wait for this one)")
+                db = try Database(path: rootPath + "/index.sqlite", exclusive: true)
+            }
             try IndexSchema.migrate(db)
             return Cache(root: URL(fileURLWithPath: rootPath, isDirectory: true), limits: limits, logger: logger,
                          io: io, fs: fs, fds: opened, db: db)
@@ -52,6 +65,28 @@ public final class Cache: Sendable {
             for fd in opened { Glibc.close(fd) }
             throw error
         }
+    }
+
+    /// An open that failed because SQLite could not make or grow the `-shm` file (or the disk is full).
+    static func isSharedMemoryFailure(_ error: CacheError) -> Bool {
+        guard let code = error.errno else { return false }
+        // SQLITE_FULL (13); SQLITE_IOERR_SHMOPEN (4618), _SHMSIZE (4874), _SHMMAP (5386), _SHMLOCK (5130).
+        return code == 13 || [4618, 4874, 5130, 5386].contains(code) || error.code == .diskFull
+    }
+
+    /// Takes `locks/index.lock` exclusively (blocking; held for the few milliseconds of opening an index).
+    /// Returns the descriptor to close, or -1 when the lock file cannot be made (a full disk): the open then goes
+    /// on unlocked, which is what an existing index needs anyway.
+    private static func lockIndexInitialisation(locksFD: Int32) -> Int32 {
+        let fd = openat(locksFD, "index.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return -1 }
+        while flock(fd, LOCK_EX) != 0 {
+            if errno != EINTR {
+                Glibc.close(fd)
+                return -1
+            }
+        }
+        return fd
     }
 
     private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database) {

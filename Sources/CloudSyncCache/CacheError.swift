@@ -24,6 +24,9 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
         case incomplete
         /// A caller passed an impossible value (a range outside the file, a write after close).
         case invalidArgument
+        /// The file is bigger than the cache's filesystem can hold (EFBIG, or a size no filesystem has): that one
+        /// file fails, the others go on.
+        case tooLarge
     }
 
     public var code: Code
@@ -47,7 +50,7 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
         switch code {
         case .io, .diskFull, .corrupt: .ioError
         case .locked, .busy: .locked
-        case .hashMismatch, .notFound, .changed, .incomplete, .invalidArgument: .partialFailure
+        case .hashMismatch, .notFound, .changed, .incomplete, .invalidArgument, .tooLarge: .partialFailure
         }
     }
 
@@ -59,6 +62,12 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
             let need = bytes.map { " This file needs \(ByteSize.format($0)) in total." } ?? ""
             return CacheError(.diskFull, "No space left for the cache in \(cacheRoot) (\(call) \(path)).\(need) "
                 + "Free space, lower cache.max_size and run `cloudsync cache evict`, or move cache.dir.",
+                path: path, errno: e)
+        }
+        if e == EFBIG || (call == "ftruncate" && e == EINVAL) {
+            let size = bytes.map { " (\(ByteSize.format($0)))" } ?? ""
+            return CacheError(.tooLarge, "The file\(size) is bigger than the filesystem of the cache can hold (\(call) "
+                + "\(path): \(reason)); it is skipped. If the size is real, move cache.dir to a filesystem that holds it.",
                 path: path, errno: e)
         }
         return CacheError(.io, "\(call) failed for \(path): \(reason). Check permissions and the disk holding "

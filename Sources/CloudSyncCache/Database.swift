@@ -40,7 +40,12 @@ final class Database {
 
     /// Opens (creating) the database at `path` in WAL mode with a busy timeout, so several processes
     /// may use it at once. See https://sqlite.org/c3ref/open.html and https://sqlite.org/wal.html.
-    init(path: String, busyTimeoutMilliseconds: Int32 = 10_000) throws(CacheError) {
+    ///
+    /// `exclusive` opens it in `locking_mode=EXCLUSIVE`: the WAL index then lives in this process's memory
+    /// instead of the `-shm` file, which SQLite must grow on a first open — impossible on a full disk. The
+    /// connection holds the database lock until it closes (other processes wait), so this is only the fallback
+    /// that lets `ls`, `cache status` and `cache clear` work when the disk is full (``Cache/open``).
+    init(path: String, busyTimeoutMilliseconds: Int32 = 10_000, exclusive: Bool = false) throws(CacheError) {
         self.path = path
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
@@ -53,7 +58,12 @@ final class Database {
         handle = db
         sqlite3_extended_result_codes(db, 1)
         try check(sqlite3_busy_timeout(db, busyTimeoutMilliseconds), sql: "busy_timeout")
-        try execute("PRAGMA journal_mode=WAL")
+        if exclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
+        // Switching the journal mode writes; an index that is WAL already (every index but a new one) is only
+        // read, so a full disk or a concurrent writer does not stop read-only commands from opening it.
+        if try first("PRAGMA journal_mode", [], { $0.text(0).lowercased() }) != "wal" {
+            try execute("PRAGMA journal_mode=WAL")
+        }
         try execute("PRAGMA synchronous=NORMAL")
         try execute("PRAGMA foreign_keys=ON")
     }

@@ -17,10 +17,56 @@ extension Cache {
                                          busyMessage: "\(remote):\(path) is being downloaded by another cloudsync process. "
                                             + "Try again when it finishes.")
         // Re-read under the lock: the entry may have changed or gone while we waited.
-        guard let row = try self.row(id: first.id) else {
+        guard var row = try self.row(id: first.id) else {
             throw CacheError(.changed, "\(remote):\(path) was removed from the index while waiting for its lock.", path: path)
         }
+        if try reconcilePromotion(row), let repaired = try self.row(id: first.id) { row = repaired }
         return try EntryWriter(cache: self, row: row, lock: lock)
+    }
+
+    /// Repairs every entry whose promotion was cut between the rename into `tracks/` and the index commit (a
+    /// kill -9, a full disk): the index claims every byte, the partial file is gone, and `tracks/` holds a file
+    /// of the right size with the remote's mtime, which promotion sets just before the rename (after the hash
+    /// was verified). Such an entry is marked complete. Cheap: only entries claiming every byte are looked at.
+    /// Returns how many were repaired.
+    @discardableResult
+    public func reconcilePromotions() throws(CacheError) -> Int {
+        let rows = try withDatabase { db throws(CacheError) in
+            try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE state = 1 AND present_bytes = size AND size > 0",
+                         [], IndexRow.init)
+        }
+        var repaired = 0
+        for row in rows {
+            guard let lock = try EntryLock.tryAcquire(cache: self, id: row.id, wait: false) else { continue }
+            defer { withExtendedLifetime(lock) {} }
+            if let current = try self.row(id: row.id), try reconcilePromotion(current) { repaired += 1 }
+        }
+        return repaired
+    }
+
+    /// See ``reconcilePromotions()``; the caller holds the entry's lock.
+    func reconcilePromotion(_ row: IndexRow) throws(CacheError) -> Bool {
+        guard row.state == .partial, row.presentBytes == row.file.size, row.file.size > 0 else { return false }
+        var st = stat()
+        if fstatat(partialFD, Cache.partialName(id: row.id, generation: row.generation), &st, AT_SYMLINK_NOFOLLOW) == 0 {
+            return false
+        }
+        var components = row.localPath.split(separator: "/").map(String.init)
+        let leaf = components.popLast() ?? ""
+        guard let dir = try? fs.openDirectory(components, in: tracksFD, create: false, display: display("tracks/\(row.localPath)"))
+        else { return false }
+        defer { Glibc.close(dir) }
+        guard fstatat(dir, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG,
+              Int64(st.st_size) == row.file.size,
+              Int64(st.st_mtim.tv_sec) == Int64(row.file.modified.timeIntervalSince1970.rounded(.down)) else { return false }
+        let changed = try withDatabase { db throws(CacheError) in
+            try db.run("""
+                UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1
+                WHERE id = ? AND generation = ?
+                """, [.int(row.id), .int(row.generation)])
+        }
+        if changed == 1 { logger.info("\(row.remote):\(row.path): its promotion into tracks/ was cut short; repaired") }
+        return changed == 1
     }
 }
 
@@ -160,6 +206,11 @@ public final class EntryWriter: Sendable {
                                     startSet: row.startSet, validator: row.validator))
             return
         }
+        // No filesystem holds 2^56 bytes (64 PiB); a listing that says so is hostile or broken.
+        guard row.file.size >= 0, row.file.size < Int64(1) << 56 else {
+            throw CacheError(.tooLarge, "\(row.remote):\(row.path) is listed with \(row.file.size) bytes, more than any "
+                + "filesystem holds; it is skipped (the server's listing is wrong).", path: row.path)
+        }
         var generation = row.generation
         var name = Cache.partialName(id: row.id, generation: generation)
         var committed = row.ranges
@@ -193,6 +244,7 @@ public final class EntryWriter: Sendable {
             try cache.io.ftruncate(fd, row.file.size)
         } catch {
             Glibc.close(fd)
+            if committed.isEmpty { _ = unlinkat(cache.partialFD, name, 0) }
             throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: row.file.size,
                                     cacheRoot: cache.root.path)
         }
@@ -404,26 +456,61 @@ public final class EntryWriter: Sendable {
         guard let leaf = components.popLast() else {
             throw CacheError(.corrupt, "empty local path for \(remote):\(path)", path: path)
         }
-        let parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
-                                                display: cache.display("tracks/\(localPath)"))
-        defer { Glibc.close(parent) }
-        try cache.withDatabase { db throws(CacheError) in
-            try db.withTransaction { () throws(CacheError) in
-                let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
-                guard current == generation else {
-                    throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
-                        + "downloaded; pull again to fetch the new version.", path: path)
+        // A concurrent removal (`cache clear`, eviction) prunes folders that became empty, maybe the one just
+        // made for this track: the folder is made again and the rename retried (a few times, then an error).
+        var attempt = 0
+        while true {
+            attempt += 1
+            let parent: Int32
+            do throws(CacheError) {
+                parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
+                                                    display: cache.display("tracks/\(localPath)"))
+                do {
+                    try promote(into: parent, leaf: leaf)
+                } catch {
+                    Glibc.close(parent)
+                    throw error
                 }
-                if renameat(cache.partialFD, partialName, parent, leaf) != 0 {
-                    throw cache.fs.error("rename", cache.display("tracks/\(localPath)"))
-                }
-                try db.run("""
-                    UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1, last_access = ?
-                    WHERE id = ?
-                    """, [.real(Date().timeIntervalSince1970), .int(id)])
+            } catch where error.errno == ENOENT && attempt < 8 {
+                continue
             }
+            defer { Glibc.close(parent) }
+            if fsync(parent) != 0 { cache.logger.warning("fsync of the folder of tracks/\(localPath) failed") }
+            return
         }
-        if fsync(parent) != 0 { cache.logger.warning("fsync of the folder of tracks/\(localPath) failed") }
+    }
+
+    /// Renames the partial to `leaf` in `parent` and marks the entry complete, in one index transaction. When
+    /// the commit fails after the rename (a full disk), the file is renamed back: `tracks/` never holds a
+    /// file the index does not know. (A kill between the two is repaired by ``Cache/reconcilePromotions()``.)
+    private func promote(into parent: Int32, leaf: String) throws(CacheError) {
+        var renamed = false
+        do {
+            try cache.withDatabase { db throws(CacheError) in
+                try db.withTransaction { () throws(CacheError) in
+                    let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
+                    guard current == generation else {
+                        throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
+                            + "downloaded; pull again to fetch the new version.", path: path)
+                    }
+                    if renameat(cache.partialFD, partialName, parent, leaf) != 0 {
+                        throw cache.fs.error("rename", cache.display("tracks/\(localPath)"))
+                    }
+                    renamed = true
+                    try db.run("""
+                        UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1,
+                            last_access = ?
+                        WHERE id = ?
+                        """, [.real(Date().timeIntervalSince1970), .int(id)])
+                }
+            }
+        } catch {
+            if renamed, renameat(parent, leaf, cache.partialFD, partialName) != 0 {
+                cache.logger.warning("tracks/\(localPath) could not be moved back after a failed index update; the next "
+                    + "pull repairs it")
+            }
+            throw error
+        }
     }
 
     /// Checkpoints what is pending (failures are logged) and releases the writer lock. Idempotent.

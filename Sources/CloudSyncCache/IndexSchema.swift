@@ -52,6 +52,8 @@ enum IndexSchema {
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {
+        // Up to date (the usual case): read only, no write lock, so a full disk does not stop an open.
+        if try db.first("PRAGMA user_version", [], { Int($0.int(0)) }) == migrations.count { return }
         try db.withTransaction { () throws(CacheError) in
             let version = try db.first("PRAGMA user_version") { Int($0.int(0)) } ?? 0
             guard version <= migrations.count else {

@@ -34,6 +34,7 @@ public struct Sync: Sendable {
         let lock = try cache.pullLock(remote: remote, wait: options.waitForLock)
         defer { lock.release() }
         var report = SyncReport(remote: remote, provider: providerName)
+        if !options.dryRun { try cache.reconcilePromotions() }
 
         let (plan, cursor) = try await listAndPlan(into: &report)
         events(.planned(remote: remote, plan: plan))

@@ -94,7 +94,9 @@ public final class PythonFake: @unchecked Sendable {
             // SIGKILL, not SIGTERM: a test process may block SIGTERM, and its children inherit that.
             if expired, process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
-        let line: String = await withCheckedContinuation { continuation in
+        // The race is decided where the line is read, not where the awaiting task resumes: blocking tests may
+        // hold every cooperative thread for a while, and a line that came in time must not count as late.
+        let (line, inTime): (String, Bool) = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 var bytes: [UInt8] = []
                 while true {
@@ -102,13 +104,13 @@ public final class PythonFake: @unchecked Sendable {
                     if chunk.isEmpty || chunk.first == UInt8(ascii: "\n") { break }
                     bytes.append(contentsOf: chunk)
                 }
-                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
+                let inTime = race.withLock { state in
+                    guard state == .waiting else { return false }
+                    state = .lineRead
+                    return true
+                }
+                continuation.resume(returning: (String(decoding: bytes, as: UTF8.self), inTime))
             }
-        }
-        let inTime = race.withLock { state in
-            guard state == .waiting else { return false }
-            state = .lineRead
-            return true
         }
         guard inTime else {
             throw TestSupportError("python3 Tests/Fakes/\(script) printed no line within \(timeout) s and was stopped; its stderr is in the test output above")

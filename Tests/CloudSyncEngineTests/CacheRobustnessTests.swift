@@ -1,0 +1,59 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The cache against concurrent processes and a full disk, through the real binary (#19.5, #19.14).
+@Suite struct CacheRobustnessTests {
+    /// Processes opening a brand-new index at the same moment (a cron pull and a serve on a fresh machine)
+    /// all succeed: creating and migrating the index waits its turn instead of failing with SQLITE_BUSY.
+    @Test func processesOpeningANewIndexTogetherAllSucceed() throws {
+        for round in 0 ..< 3 {
+            let env = try Env(url: "http://127.0.0.1:9/dav/")
+            defer { env.cleanup() }
+            let runs = try (0 ..< 8).map { _ in try env.start(["cache", "status"]) }
+            for (i, run) in runs.enumerated() {
+                let r = try run.wait(timeout: 60)
+                #expect(r.status == 0, "round \(round), process \(i): \(r.stderr)")
+                #expect(!r.stderr.contains("locked"), "round \(round), process \(i): \(r.stderr)")
+            }
+        }
+    }
+
+    /// A full disk (a tmpfs filled to the last byte) does not stop read-only commands, and `cache clear`
+    /// frees space. Needs root (mount); skipped otherwise.
+    @Test(.enabled(if: getuid() == 0, "mount needs root"))
+    func aFullDiskStillReadsAndClearFreesSpace() throws {
+        let fixture = try Fixture(seed: 91, files: (0 ..< 4).map { ("Disc/t\($0).mp3", 300_000) })
+        defer { fixture.cleanup() }
+        let mountPoint = try temporaryDirectory("tmpfs")
+        defer { try? FileManager.default.removeItem(at: mountPoint) }
+        let mount = try Process.run(URL(fileURLWithPath: "/bin/mount"), arguments: ["-t", "tmpfs", "-o", "size=6m", "tmpfs", mountPoint.path])
+        mount.waitUntilExit()
+        try #require(mount.terminationStatus == 0, "mount failed")
+        defer {
+            let umount = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: [mountPoint.path])
+            umount?.waitUntilExit()
+        }
+        let cacheDir = mountPoint.appendingPathComponent("cache")
+        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
+            .replacingOccurrences(of: fixture.env.cacheDir.path, with: cacheDir.path)
+            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
+        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+        let pull = try fixture.env.run(["pull"])
+        #expect(pull.status == 0, "stderr: \(pull.stderr)")
+        // Fill the disk to the last block.
+        let filler = mountPoint.appendingPathComponent("filler")
+        let dd = try Process.run(URL(fileURLWithPath: "/bin/dd"), arguments: ["if=/dev/zero", "of=\(filler.path)", "bs=4096"])
+        dd.waitUntilExit()
+        for command in [["ls", "--offline"], ["cache", "status"], ["ls", "--offline", "--json"]] {
+            let r = try fixture.env.run(command)
+            #expect(r.status == 0, "\(command) on a full disk: \(r.stderr)")
+        }
+        let clear = try fixture.env.run(["cache", "clear", "--yes"])
+        #expect(clear.status == 0, "cache clear on a full disk: \(clear.stderr)")
+        #expect(clear.stdout.contains("cleared 4 tracks"), "stdout: \(clear.stdout)")
+        try FileManager.default.removeItem(at: filler)
+        let again = try fixture.env.run(["pull"])
+        #expect(again.status == 0, "stderr: \(again.stderr)")
+    }
+}
