@@ -110,7 +110,7 @@ public struct EvictionReport: Sendable, Hashable {
     public var keptPinned: Int = 0
     public var bytesBefore: Int64 = 0
     public var bytesAfter: Int64 = 0
-    public var freedBytes: Int64 { evicted.reduce(0) { $0 + $1.bytes } }
+    public var freedBytes: Int64 { evicted.reduce(0) { $0.addingSaturating($1.bytes) } }
 }
 
 /// `cloudsync cache status`.

@@ -17,14 +17,14 @@ extension Cache {
             return try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE present_bytes + track_bytes > 0", [], IndexRow.init)
         }
         var report = EvictionReport(dryRun: false)
-        report.bytesBefore = rows.reduce(0) { $0 + $1.presentBytes + $1.trackBytes }
+        report.bytesBefore = rows.reduce(0) { $0.addingSaturating($1.presentBytes).addingSaturating($1.trackBytes) }
         report.bytesAfter = report.bytesBefore
         for row in rows {
             if row.pinned {
                 report.keptPinned += 1
                 continue
             }
-            let bytes = row.presentBytes + row.trackBytes
+            let bytes = row.presentBytes.addingSaturating(row.trackBytes)
             guard try drop(row, dryRun: false) else {
                 report.skippedBusy.append("\(row.remote):\(row.path)")
                 continue

@@ -86,7 +86,7 @@ enum ListingOutput {
         }
         if rows.isEmpty { return "" }
         let cached = rows.filter { $0.state == .complete }.count
-        let bytes = rows.reduce(Int64(0)) { $0 + $1.file.size }
+        let bytes = rows.reduce(Int64(0)) { $0.addingSaturating($1.file.size) }
         out += "\(rows.count) tracks, \(ByteSize.format(bytes)); \(cached) cached\n"
         return out
     }

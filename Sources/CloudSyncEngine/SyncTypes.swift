@@ -70,7 +70,7 @@ public struct SyncPlan: Sendable {
     /// Files already complete and unchanged.
     public var upToDate: Int = 0
 
-    public var fetchBytes: Int64 { fetch.reduce(0) { $0 + $1.missingBytes } }
+    public var fetchBytes: Int64 { fetch.reduce(0) { $0.addingSaturating($1.missingBytes) } }
 }
 
 /// Progress of a pull, for the command layer to render. Delivered in order per file.
