@@ -80,8 +80,9 @@ let package = Package(
         .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "TestSupport"]),
         .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"],
                     exclude: ["Snapshots"]),
+        /// Also runs the built `cloudsync` (serve, ls, pull) against the fakes, and real players (ffmpeg, mpd, rclone).
         .testTarget(name: "CloudSyncServerTests", dependencies: [
-            "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport",
+            "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport", "cloudsync",
         ]),
         /// Quick mode of every script under bench/ (small sizes; no timing asserted).
         .testTarget(name: "BenchQuickTests", dependencies: ["cloudsync", "TestSupport"]),
