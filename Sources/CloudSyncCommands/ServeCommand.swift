@@ -29,7 +29,9 @@ struct ServeCommand {
         var unavailable: [String: String] = [:]
         for remote in try setup.selectedRemotes(config) {
             do {
-                let built = try factory.make(remote, retries: nil)
+                // A player waits on these fetches: a cloud that cannot be reached is not retried (serve marks it
+                // offline, answers 503 and probes in the background); other failures keep the usual retries.
+                let built = try factory.make(remote, retries: nil, unreachableRetries: 0)
                 sources[remote.name] = OnDemand(remote: remote.name, provider: built.provider, transport: transport,
                                                 pacer: built.pacer, cache: cache, logger: context.logger)
             } catch {

@@ -196,7 +196,7 @@ extension TrackServer {
             if io.peerClosed() { return Outcome(status: 499, keepAlive: false, aborted: true) }
             return respond(io, head, status: 504, text: "the cloud did not deliver the first byte in time; try again")
         }
-        first = first.lowerBound ..< min(first.upperBound, first.lowerBound + Self.sendBlock)
+        first = first.lowerBound ..< min(first.upperBound, saturatingAdd(first.lowerBound, Self.sendBlock))
         let firstData: Data
         do {
             firstData = try source.read(first)
@@ -210,7 +210,7 @@ extension TrackServer {
         while position < body.upperBound {
             let next: Range<Int64>
             do {
-                next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, position + Self.sendBlock),
+                next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
                                         timeout: options.stallTimeout)
                 if next.isEmpty {
                     logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout) or the client left; closing the response")
@@ -223,6 +223,10 @@ extension TrackServer {
                     return outcome
                 }
                 outcome.bytes += Int64(data.count)
+            } catch let offline as RemoteOffline {
+                logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)")
+                outcome.aborted = true
+                return outcome
             } catch {
                 logger.warning("serve: \(remote):\(path) stopped mid-response: \(error)")
                 outcome.aborted = true
@@ -273,6 +277,9 @@ extension TrackServer {
         }
         if error is UnavailableError {
             return respond(io, head, status: 503, text: String(describing: error))
+        }
+        if let offline = error as? RemoteOffline {
+            return respond(io, head, status: 503, text: offline.description, extra: [("Retry-After", String(offline.retryAfter))])
         }
         logger.warning("serve: \(context): \(error)")
         return respond(io, head, status: 502, text: "fetching \(context) from the cloud failed: \(error)")

@@ -89,7 +89,8 @@ import TestSupport
         #expect(try await eventually { bodies.withLock { $0.count } == 2 })
         #expect(bodies.withLock { $0.allSatisfy { $0 == data } })
         #expect(f.origin.bytes("song.mp3") == data.count, "each byte fetched once")
-        #expect(f.origin.gets("song.mp3") == (data.count + (256 << 10) - 1) / (256 << 10))
+        // GETs grow from one block (64 KiB) to a chunk (256 KiB here) as the clients read on.
+        #expect(f.origin.gets("song.mp3") <= (data.count + (256 << 10) - 1) / (256 << 10) + 4, "\(f.origin.gets("song.mp3")) GETs")
         #expect(try await eventually { try f.cache.entry(remote: "music", path: "song.mp3")?.state == .complete })
         #expect(FileManager.default.contentsEqual(atPath: f.cache.tracksURL.appendingPathComponent("music/song.mp3").path,
                                                  andPath: { let u = f.directory.file("expected"); try? data.write(to: u); return u.path }()))
