@@ -104,7 +104,9 @@ enum CommandTree {
         options: remoteSelection + [
             .value("port", "N", "TCP port (default 8765; 0 picks a free one)."),
             .value("bind", "ADDR", "Address to bind (default 127.0.0.1). A non-loopback address requires --token."),
-            .value("token", "TOKEN", "Require this token on every request (?token= or Authorization: Bearer)."),
+            .value("token", "TOKEN", "Require this token (16+ characters) on every request: ?token=, Authorization: Bearer, "
+                + "or as the Basic-auth password. Give it as env:VAR or file:PATH to keep it out of `ps`. Without it, "
+                + "only requests addressed to 127.0.0.1, [::1] or localhost are answered."),
         ]
     )
 

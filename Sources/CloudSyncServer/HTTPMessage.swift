@@ -226,12 +226,15 @@ enum ByteRangeRequest: Equatable {
         guard let dash = spec.firstIndex(of: "-") else { return .whole }
         let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
         let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        // Digits only, at most 19 (Int64 rejects values above Int64.max rather than wrapping).
         func number(_ s: String) -> Int64? {
-            guard !s.isEmpty, s.utf8.count <= 18, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            guard !s.isEmpty, s.utf8.count <= 19, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
             return Int64(s)
         }
+        // A hostile index may hold any size; never trust it to be sane.
+        guard size >= 0 else { return .unsatisfiable }
         if first.isEmpty {
-            // Suffix: the last n bytes.
+            // Suffix: the last n bytes (size - n cannot overflow: both are non-negative).
             guard let n = number(last) else { return .whole }
             if n == 0 || size == 0 { return .unsatisfiable }
             return .partial(max(0, size - n) ..< size)
@@ -241,6 +244,9 @@ enum ByteRangeRequest: Equatable {
             return a < size ? .partial(a ..< size) : .unsatisfiable
         }
         guard let b = number(last), b >= a else { return .whole }
-        return a < size ? .partial(a ..< min(size, b + 1)) : .unsatisfiable
+        guard a < size else { return .unsatisfiable }
+        // b + 1 overflows only for b == Int64.max, which is past any size anyway.
+        let (end, overflow) = b.addingReportingOverflow(1)
+        return .partial(a ..< (overflow ? size : min(size, end)))
     }
 }

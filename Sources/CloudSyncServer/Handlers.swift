@@ -59,9 +59,16 @@ extension TrackServer {
             return respond(io, head, status: 405, text: "only GET and HEAD are served", extra: [("Allow", "GET, HEAD")])
         }
         let query = TrackPaths.queryItems(head.query)
-        if let token = options.token, !authorized(head, query: query, token: token) {
-            return respond(io, head, status: 401, text: "a token is required: add ?token=TOKEN or send Authorization: Bearer TOKEN",
-                           extra: [("WWW-Authenticate", "Bearer realm=\"cloudsync\"")])
+        if let token = options.token {
+            if !authorized(head, query: query, token: token) {
+                return respond(io, head, status: 401,
+                               text: "a token is required: add ?token=TOKEN, send Authorization: Bearer TOKEN, or use it as the Basic-auth password",
+                               extra: [("WWW-Authenticate", "Basic realm=\"cloudsync\", charset=\"UTF-8\"")])
+            }
+        } else if !Self.isLoopbackHost(head.header("Host")) {
+            // DNS rebinding: a web page whose name now resolves to 127.0.0.1 must not read the library.
+            return respond(io, head, status: 403, text: "serve without --token answers only requests addressed to 127.0.0.1, [::1] or "
+                + "localhost; start it with --token to reach it by another name")
         }
         let path = head.path
         do {
@@ -72,7 +79,7 @@ extension TrackServer {
                 return respond(io, head, status: 200, body: Array(html.utf8), type: "text/html; charset=utf-8")
             }
             if path == "/playlist.m3u" {
-                return try playlist(io, head, query: query)
+                return try playlist(io, head, query: query, baseURL: state.baseURL)
             }
             if path.hasPrefix("/tracks/") {
                 return track(io, head, encoded: path.dropFirst("/tracks/".count), state: &state)
@@ -84,13 +91,48 @@ extension TrackServer {
         }
     }
 
-    /// Constant-time comparison of the presented token (query or bearer) with ours.
+    /// Constant-time comparison of the presented token with ours: `?token=`, `Authorization: Bearer TOKEN`, or
+    /// the password of `Authorization: Basic` (any user name), so `http://user:TOKEN@host/dav/` works in players
+    /// that only speak Basic auth.
     func authorized(_ head: RequestHead, query: [(String, String)], token: String) -> Bool {
         var presented: [String] = query.filter { $0.0 == "token" }.map(\.1)
-        if let auth = head.header("Authorization"), auth.lowercased().hasPrefix("bearer ") {
-            presented.append(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        if let auth = head.header("Authorization") {
+            let lower = auth.lowercased()
+            if lower.hasPrefix("bearer ") {
+                presented.append(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+            } else if lower.hasPrefix("basic "),
+                      let decoded = Data(base64Encoded: String(auth.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+                      let pair = String(data: decoded, encoding: .utf8), let colon = pair.firstIndex(of: ":") {
+                presented.append(String(pair[pair.index(after: colon)...]))
+            }
         }
         return presented.contains { Self.constantTimeEqual(Array($0.utf8), Array(token.utf8)) }
+    }
+
+    /// Whether a Host header names this machine's loopback: `localhost`, 127.0.0.0/8 or `[::1]`, with an
+    /// optional port. A request without Host (HTTP/1.0) is not from a browser and passes.
+    static func isLoopbackHost(_ host: String?) -> Bool {
+        guard let host else { return true }
+        let name: Substring, port: Substring
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            name = host[host.index(after: host.startIndex) ..< close]
+            let rest = host[host.index(after: close)...]
+            if rest.isEmpty { port = "" } else {
+                guard rest.hasPrefix(":") else { return false }
+                port = rest.dropFirst()
+            }
+            guard name.contains(":") else { return false }
+        } else {
+            let parts = host.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            name = parts[0]
+            port = parts.count > 1 ? parts[1] : ""
+            if parts.count > 1, port.isEmpty { return false }
+        }
+        guard port.utf8.count <= 5, port.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+        let lower = name.lowercased()
+        if lower == "localhost" || lower == "localhost." { return true }
+        return ListeningSocket.isLoopback(String(name)) && lower != "localhost"
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
@@ -103,7 +145,7 @@ extension TrackServer {
         return diff == 0 && a.count == b.count
     }
 
-    private func playlist(_ io: ConnectionIO, _ head: RequestHead, query: [(String, String)]) throws -> Outcome {
+    private func playlist(_ io: ConnectionIO, _ head: RequestHead, query: [(String, String)], baseURL: String) throws -> Outcome {
         let remote = query.last { $0.0 == "remote" }?.1
         let cachedOnly = query.contains { $0.0 == "cached" && ($0.1 == "1" || $0.1 == "true" || $0.1 == "yes") }
         var entries = try cache.entries(remote: remote)
@@ -111,7 +153,7 @@ extension TrackServer {
             return respond(io, head, status: 404, text: "no remote named '\(remote)' is configured or indexed")
         }
         if cachedOnly { entries = entries.filter { $0.state == .complete } }
-        let text = Playlist.m3u(entries, baseURL: baseURL(host: head.header("Host")), token: options.token)
+        let text = Playlist.m3u(entries, baseURL: baseURL, token: options.token)
         return respond(io, head, status: 200, body: Array(text.utf8), type: "audio/x-mpegurl; charset=utf-8")
     }
 
