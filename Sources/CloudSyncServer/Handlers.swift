@@ -54,9 +54,12 @@ extension TrackServer {
     /// Bytes sent per write of a body.
     static let sendBlock: Int64 = 256 << 10
 
-    func handle(_ head: RequestHead, io: ConnectionIO, state: inout ConnectionState) -> Outcome {
-        guard head.method == "GET" || head.method == "HEAD" else {
-            return respond(io, head, status: 405, text: "only GET and HEAD are served", extra: [("Allow", "GET, HEAD")])
+    func handle(_ head: RequestHead, body: [UInt8], io: ConnectionIO, state: inout ConnectionState) -> Outcome {
+        let path = head.path
+        let isDAV = path == "/dav" || path.hasPrefix("/dav/")
+        guard head.method == "GET" || head.method == "HEAD" || isDAV else {
+            return respond(io, head, status: 405, text: "only GET and HEAD are served here (WebDAV lives under /dav/)",
+                           extra: [("Allow", "GET, HEAD")])
         }
         let query = TrackPaths.queryItems(head.query)
         if let token = options.token {
@@ -70,7 +73,9 @@ extension TrackServer {
             return respond(io, head, status: 403, text: "serve without --token answers only requests addressed to 127.0.0.1, [::1] or "
                 + "localhost; start it with --token to reach it by another name")
         }
-        let path = head.path
+        if isDAV {
+            return dav(io, head, body: body, encoded: path.dropFirst("/dav".count), state: &state)
+        }
         do {
             if path == "/" || path == "/index.html" {
                 let entries = try cache.entries()
@@ -82,7 +87,11 @@ extension TrackServer {
                 return try playlist(io, head, query: query, baseURL: state.baseURL)
             }
             if path.hasPrefix("/tracks/") {
-                return track(io, head, encoded: path.dropFirst("/tracks/".count), state: &state)
+                switch TrackPaths.parse(afterPrefix: path.dropFirst("/tracks/".count)) {
+                case .malformed: return respond(io, head, status: 400, text: "malformed percent-encoding in the path")
+                case .refused: return respond(io, head, status: 404, text: "no such track")
+                case .track(let remote, let path): return track(io, head, remote: remote, path: path, state: &state)
+                }
             }
             return respond(io, head, status: 404, text: "not found: try / or /playlist.m3u")
         } catch {
@@ -159,13 +168,8 @@ extension TrackServer {
 
     // MARK: - Tracks
 
-    private func track(_ io: ConnectionIO, _ head: RequestHead, encoded: Substring, state: inout ConnectionState) -> Outcome {
-        let remote: String, path: String
-        switch TrackPaths.parse(afterPrefix: encoded) {
-        case .malformed: return respond(io, head, status: 400, text: "malformed percent-encoding in the path")
-        case .refused: return respond(io, head, status: 404, text: "no such track")
-        case .track(let r, let p): (remote, path) = (r, p)
-        }
+    /// GET/HEAD of one indexed track (from `/tracks/` or the WebDAV face), with Range.
+    func track(_ io: ConnectionIO, _ head: RequestHead, remote: String, path: String, state: inout ConnectionState) -> Outcome {
         let entry: CacheEntryInfo
         do {
             guard let found = try cache.entry(remote: remote, path: path) else {
@@ -329,11 +333,11 @@ extension TrackServer {
 
     // MARK: - Writing
 
-    private func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, text: String, extra: [(String, String)] = []) -> Outcome {
+    func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, text: String, extra: [(String, String)] = []) -> Outcome {
         respond(io, head, status: status, body: Array((text + "\n").utf8), type: "text/plain; charset=utf-8", extra: extra)
     }
 
-    private func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, body: [UInt8], type: String?,
+    func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, body: [UInt8], type: String?,
                          extra: [(String, String)] = []) -> Outcome {
         var headers = extra
         if let type { headers.append(("Content-Type", type)) }

@@ -213,8 +213,25 @@ public final class TrackServer: Sendable {
                 return
             }
             buffer.removeFirst(end)
+            // The body (a PROPFIND document), at most `limits.maxBodyBytes`.
+            if head.contentLength > 0 {
+                if buffer.count < head.contentLength,
+                   head.header("Expect").map({ ASCII.equalsIgnoringCase($0, "100-continue") }) == true,
+                   !io.send(ResponseHead(status: 100).serializedInterim()) { return }
+                while buffer.count < head.contentLength {
+                    switch io.read(into: &chunk, deadline: deadline) {
+                    case .data(let n): buffer += chunk[0 ..< n]
+                    case .timeout:
+                        respondError(io, RequestError(status: 408, reason: "request body not received in time"), path: "-")
+                        return
+                    case .closed, .failed: return
+                    }
+                }
+            }
+            let body = Array(buffer.prefix(head.contentLength))
+            buffer.removeFirst(body.count)
             let started = ContinuousClock.now
-            let outcome = handle(head, io: io, state: &session)
+            let outcome = handle(head, body: body, io: io, state: &session)
             let ms = Double((ContinuousClock.now - started).components.attoseconds) / 1e15
                 + Double((ContinuousClock.now - started).components.seconds) * 1000
             logger.info("serve: \(head.method) \(Self.loggable(head.path)) \(outcome.status) \(outcome.bytes) B \(String(format: "%.1f", ms)) ms\(outcome.aborted ? " (aborted)" : "")")
