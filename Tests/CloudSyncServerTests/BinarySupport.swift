@@ -52,6 +52,13 @@ final class FilesFake: @unchecked Sendable {
         try log().filter { $0.path == "/dav/" + path }.reduce(0) { $0 + $1.bytes }
     }
 
+    /// Replaces the fault rules (a JSON list, see files_fake.py).
+    func setFaults(_ json: String) throws {
+        let client = try RawClient(port: port)
+        client.send("POST /_faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(json.utf8.count)\r\n\r\n" + json)
+        _ = try client.readResponse()
+    }
+
     func reset() throws {
         let client = try RawClient(port: port)
         client.send("POST /_reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")

@@ -112,7 +112,7 @@ import WebDAV
         defer { serve.stop() }
         let url = "http://127.0.0.1:\(port)/tracks/lib/Album/tone.mp3"
         let tail = try await offPool { try RawClient(port: port).get("/tracks/lib/Album/tone.mp3", headers: ["Range: bytes=-128"]) }
-        #expect(tail.status == 503, "the ID3v1 tag is not cached and the cloud is gone")
+        #expect(tail.status == 503, "the ID3v1 tag is not cached and the cloud is gone: \(String(decoding: tail.body, as: UTF8.self))")
 
         let ((probed, output), probeSeconds) = try await offPool {
             try timed { try Self.run("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", url], timeout: 90) }
