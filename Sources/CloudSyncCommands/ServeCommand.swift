@@ -24,7 +24,9 @@ struct ServeCommand {
         let setup = Setup(context: context)
         let config = try setup.configuration()
         let cache = try setup.openCache(config)
-        let transport = try CurlTransport(logger: context.logger)
+        // Connection failures count as unreachable for API calls (link resolution) too, so the pacers'
+        // unreachableRetries of 0 bound them as well.
+        let transport = UnreachableClassifyingTransport(try CurlTransport(logger: context.logger))
         let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
         var unavailable: [String: String] = [:]

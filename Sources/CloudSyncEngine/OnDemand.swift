@@ -151,36 +151,34 @@ public final class OnDemand: Sendable {
         }
         guard started else { return }
         logger.warning("serve: \(remote): the cloud cannot be reached (\(reason)); answering from the cache only until it is back")
-        let probe = Task { [weak self] in
-            guard let self else { return }
-            await self.probe(file)
+        // The task holds this object only while a probe runs, so an OnDemand that goes away ends it.
+        let probe = Task { [weak self, options] in
+            var pause = options.probeInterval
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: pause) } catch { return }
+                guard let self, !(await self.probeReaches(file)) else { return }
+                pause = min(options.maxProbeInterval, pause * 2)
+                let next = pause
+                self.offline.withLock { $0?.nextProbe = .now + next }
+            }
         }
         offline.withLock { $0?.probe = probe }
     }
 
-    /// Probes the cloud (a 1-byte ranged GET of `file`) with growing pauses until it answers anything.
-    private func probe(_ file: RemoteFile) async {
-        var pause = options.probeInterval
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: pause) } catch { return }
-            do {
-                let download = try await provider.resolveDownload(for: file)
-                var request = HTTPRequest(method: download.method, url: download.url, keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
-                for h in download.headers { request.headers.add(h.name, h.value) }
-                _ = try await transport.download(request, range: 0 ... 0, ifRange: nil, whenRangeIgnored: .stop, into: DiscardingSink())
-            } catch where Self.isUnreachable(error) {
-                pause = min(options.maxProbeInterval, pause * 2)
-                let next = pause
-                offline.withLock { $0?.nextProbe = .now + next }
-                continue
-            } catch {
-                if Task.isCancelled { return }
-                // Any other answer (an HTTP error, a malformed reply) came from a reachable host.
-            }
-            offline.withLock { $0 = nil }
-            logger.info("serve: \(remote): the cloud answers again")
-            return
-        }
+    /// One probe: a 1-byte ranged GET of `file`. Any answer from the host (an HTTP error, a malformed reply
+    /// included) means the cloud is reachable: the offline mark is cleared and true returned.
+    private func probeReaches(_ file: RemoteFile) async -> Bool {
+        do {
+            let download = try await provider.resolveDownload(for: file)
+            var request = HTTPRequest(method: download.method, url: download.url, keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
+            for h in download.headers { request.headers.add(h.name, h.value) }
+            _ = try await transport.download(request, range: 0 ... 0, ifRange: nil, whenRangeIgnored: .stop, into: DiscardingSink())
+        } catch where Self.isUnreachable(error) || error is CancellationError {
+            return false
+        } catch {}
+        offline.withLock { $0 = nil }
+        logger.info("serve: \(remote): the cloud answers again")
+        return true
     }
 
     /// The open session of `path` with `demand` registered, a new one, or nil when another process holds the
