@@ -117,10 +117,19 @@ enum TrackMetadata {
     /// `application/octet-stream`.
     static func contentType(for file: RemoteFile) -> String {
         if let mime = file.mimeType, mime.lowercased().hasPrefix("audio/"), isSafeHeaderValue(mime) { return mime }
-        let ext = (file.path as NSString).pathExtension.lowercased()
+        let ext = extensionOf(file.path)
         if let known = types[ext] { return known }
         if let mime = file.mimeType, !mime.isEmpty, isSafeHeaderValue(mime) { return mime }
         return "application/octet-stream"
+    }
+
+    /// The lowercased extension of the last path component ("" without one), read byte-wise: listings call this
+    /// for every file.
+    static func extensionOf(_ path: String) -> String {
+        let bytes = path.utf8
+        let leafStart = bytes.lastIndex(of: UInt8(ascii: "/")).map { bytes.index(after: $0) } ?? bytes.startIndex
+        guard let dot = bytes[leafStart...].lastIndex(of: UInt8(ascii: ".")), dot != leafStart else { return "" }
+        return String(decoding: bytes[bytes.index(after: dot)...], as: UTF8.self).lowercased()
     }
 
     /// A strong ETag from the fingerprint (size, modified seconds, revision): changes whenever cached bytes would

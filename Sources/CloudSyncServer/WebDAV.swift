@@ -139,7 +139,8 @@ struct DAVResource {
 
     static func file(_ entry: CacheEntryInfo) -> DAVResource {
         let file = entry.file
-        let leaf = file.path.lastIndex(of: "/").map { String(file.path[file.path.index(after: $0)...]) } ?? file.path
+        let bytes = file.path.utf8
+        let leaf = bytes.lastIndex(of: UInt8(ascii: "/")).map { String(decoding: bytes[bytes.index(after: $0)...], as: UTF8.self) } ?? file.path
         return DAVResource(href: DAVPaths.href(remote: entry.remote, path: file.path, collection: false), displayName: leaf,
                            modified: file.modified, file: file)
     }

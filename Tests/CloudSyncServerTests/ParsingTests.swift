@@ -234,3 +234,11 @@ import Testing
         #expect(ServerOptions(bind: "127.0.0.1").urlHost == "127.0.0.1")
     }
 }
+
+@Suite struct ContentTypeTests {
+    @Test(arguments: [("A/b.MP3", "mp3"), ("a.b/c.flac", "flac"), ("a.b/c", ""), ("noext", ""), ("A/.hidden", ""), ("x.", ""),
+                      ("Ёлка/東京 🎵.Opus", "opus"), ("a/b.tar.gz", "gz")])
+    func extensionIsReadFromTheLastComponent(_ path: String, _ ext: String) {
+        #expect(TrackMetadata.extensionOf(path) == ext, "\(path)")
+    }
+}
