@@ -55,7 +55,7 @@ password = "demo-pass"
 TOML
 cs() { "$bin" --config "$work/config.toml" "$@"; }
 cs -q ls --remote bench >/dev/null
-cs -q serve --port 0 >"$work/serve.out" 2>"$work/serve.err" &
+"$bin" --config "$work/config.toml" -q serve --port 0 >"$work/serve.out" 2>"$work/serve.err" &
 server_pid=$!
 for _ in $(seq 1 100); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
 port=$(sed -n 's/.*:\([0-9]*\)\/$/\1/p' "$work/serve.out")

@@ -35,16 +35,17 @@ import TestSupport
     /// Tracks made with ffmpeg: an MP3 (ID3v2 + Xing header), a FLAC and an Ogg Vorbis file, 3 minutes each (a
     /// player's input buffer — mpd's curl input keeps up to 512 KiB — must be smaller than a track, as for music).
     static func makeLibrary(in root: URL) throws -> [String: Data] {
-        let tracks: [(String, [String])] = [
-            ("Artist/Album One/01 Tone [A].mp3", ["-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "1"]),
-            ("Artist/Album One/02 Ёлка & 東京.flac", ["-c:a", "flac"]),
-            ("Другой/Альбом/03 emoji 🎵.ogg", ["-c:a", "libvorbis", "-q:a", "2"]),
+        // (Vorbis shrinks a sine to 460 KB, less than mpd's buffer: its track is pink noise, about 2 MB.)
+        let tracks: [(String, String, [String])] = [
+            ("Artist/Album One/01 Tone [A].mp3", "sine=frequency=330:duration=180", ["-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "1"]),
+            ("Artist/Album One/02 Ёлка & 東京.flac", "sine=frequency=440:duration=180", ["-c:a", "flac"]),
+            ("Другой/Альбом/03 emoji 🎵.ogg", "anoisesrc=duration=180:color=pink:amplitude=0.2:seed=17", ["-c:a", "libvorbis", "-q:a", "2"]),
         ]
         var contents: [String: Data] = [:]
-        for (i, (path, codec)) in tracks.enumerated() {
+        for (i, (path, source, codec)) in tracks.enumerated() {
             let url = root.appendingPathComponent(path)
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let (status, _) = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(330 + 110 * i):duration=180",
+            let (status, _) = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", source,
                                                  "-ac", "2", "-ar", "44100"] + codec
                                                  + ["-metadata", "title=Track \(i + 1)", "-metadata", "artist=Tester", url.path])
             guard status == 0 else { throw TestSupportError("ffmpeg could not make \(path)") }

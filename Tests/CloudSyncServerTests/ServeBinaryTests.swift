@@ -89,8 +89,11 @@ import TestSupport
         }
         #expect(tail.status == 206)
         #expect(tail.body == contents["long.flac"]?.suffix(128))
+        // The fake notices a cancelled GET at its next write: wait for the GET that was in flight to end.
+        let isCut = { (g: FilesFake.Served) in (g.requestedCount ?? 0) >= 1 << 20 && g.end != nil && g.bytes < (g.requestedCount ?? 0) }
+        _ = try await eventually(10) { try fake.log().contains(where: isCut) }
         let log = try fake.log()
-        let cut = log.filter { ($0.requestedCount ?? 0) >= 1 << 20 && $0.end != nil && $0.bytes < ($0.requestedCount ?? 0) }
+        let cut = log.filter(isCut)
         #expect(!cut.isEmpty, "the read-ahead GET in flight was not cancelled for the newer request: \(log.map { ($0.range, $0.bytes) })")
         let tailGet = log.first { $0.range == "bytes=\(size - 128)-\(size - 1)" }
         #expect(tailGet != nil, "\(log.map(\.range))")
