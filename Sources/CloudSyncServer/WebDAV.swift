@@ -123,11 +123,11 @@ struct DAVResource {
         guard name.namespace == DAVName.dav else { return nil }
         switch name.name {
         case "resourcetype": return isCollection ? "<D:collection/>" : ""
-        case "displayname": return Multistatus.escape(displayName)
+        case "displayname": return Markup.escape(displayName)
         case "getcontentlength": return file.map { String($0.size) }
         case "getlastmodified": return TrackMetadata.httpDate(modified)
-        case "getcontenttype": return file.map { Multistatus.escape(TrackMetadata.contentType(for: $0)) }
-        case "getetag": return file.map { Multistatus.escape(TrackMetadata.etag(for: $0)) }
+        case "getcontenttype": return file.map { Markup.escape(TrackMetadata.contentType(for: $0)) }
+        case "getetag": return file.map { Markup.escape(TrackMetadata.etag(for: $0)) }
         case "creationdate": return TrackMetadata.iso8601(modified)
         default: return nil
         }
@@ -202,31 +202,9 @@ struct Multistatus {
         if name.namespace == DAVName.dav {
             return value.isEmpty ? "<D:\(name.name)/>" : "<D:\(name.name)>\(value)</D:\(name.name)>"
         }
-        let ns = escape(name.namespace)
+        let ns = Markup.escape(name.namespace)
         return value.isEmpty ? "<X:\(name.name) xmlns:X=\"\(ns)\"/>" : "<X:\(name.name) xmlns:X=\"\(ns)\">\(value)</X:\(name.name)>"
     }
-
-    /// Text and attribute values for XML: `& < > " '` escaped; characters XML 1.0 cannot carry (controls,
-    /// U+FFFE/U+FFFF) become U+FFFD.
-    static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for ch in text.unicodeScalars {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default:
-                let v = ch.value
-                let legal = v == 0x9 || v == 0xA || v == 0xD || (v >= 0x20 && v != 0xFFFE && v != 0xFFFF)
-                out.unicodeScalars.append(legal ? ch : "\u{FFFD}")
-            }
-        }
-        return out
-    }
-
 }
 
 extension TrackServer {

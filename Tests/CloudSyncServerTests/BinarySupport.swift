@@ -140,6 +140,22 @@ final class BinaryEnv: @unchecked Sendable {
     }
 }
 
+extension BinaryEnv {
+    /// A cache holding only the first `head` bytes of every file of `root`, made the way a user would:
+    /// `pull --head-first` against a fake whose every GET from byte `head` on is refused (403), so the pull
+    /// ends (exit 1) after its first pass. Returns the fake, still refusing, and the environment.
+    static func headOnly(root: URL, head: Int) async throws -> (FilesFake, BinaryEnv) {
+        let fake = try await FilesFake(root: root, faults: "[{\"kind\": \"status\", \"status\": 403, \"count\": -1, \"from\": \(head)}]")
+        let env = try BinaryEnv(davURL: fake.davURL)
+        let pulled = try env.run(["pull", "--remote", "lib", "--head-first=\(head >> 10)KiB"])
+        guard pulled.status == 1, pulled.stderr.contains("403") else {
+            fake.stop()
+            throw TestSupportError("pull --head-first should fetch only the heads and fail the rest (exit 1), got \(pulled.status): \(pulled.stderr)")
+        }
+        return (fake, env)
+    }
+}
+
 /// Seconds elapsed while running `body`.
 func timed<T>(_ body: () throws -> T) rethrows -> (T, Double) {
     let start = ContinuousClock.now

@@ -165,7 +165,8 @@ import Testing
     }
 
     @Test func htmlEscapesEverything() {
-        #expect(IndexPage.escape("<script>alert('x')</script> & \"q\"") == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
+        #expect(Markup.escape("<script>alert('x')</script> & \"q\"") == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
+        #expect(Markup.escape("a\u{1}b\u{FFFE}c\td") == "a\u{FFFD}b\u{FFFD}c\td", "characters XML cannot carry")
     }
 
     @Test func constantTimeTokenComparison() {

@@ -102,11 +102,7 @@ import WebDAV
                                                 "-metadata", "title=Tone", album.appendingPathComponent("tone.mp3").path])
         #expect(made == 0)
         let head = 64 << 10
-        let fake = try await FilesFake(root: dir.file("library"),
-                                       faults: "[{\"kind\": \"status\", \"status\": 403, \"count\": -1, \"from\": \(head)}]")
-        let env = try BinaryEnv(davURL: fake.davURL)
-        let pulled = try env.run(["pull", "--remote", "lib", "--head-first=64KiB"])
-        #expect(pulled.status == 1, "only the head could be fetched: \(pulled.stderr)")
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
         fake.stop()
         let (serve, port) = try await env.serve()
         defer { serve.stop() }
