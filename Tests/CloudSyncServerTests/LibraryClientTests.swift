@@ -85,6 +85,7 @@ import TestSupport
             bind_to_address "127.0.0.1"
             port "\(mpdPort)"
             auto_update "no"
+            zeroconf_enabled "no"
             audio_output {
                 type "null"
                 name "null"
