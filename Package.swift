@@ -49,8 +49,8 @@ let package = Package(
 
         /// Sync: listing → plan → fetch → verify → promote; scheduler and range fetcher.
         .target(name: "CloudSyncEngine", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncCache"]),
-        /// Loopback HTTP/1.1 server for players: Range from the cache, holes filled by the engine.
-        .target(name: "CloudSyncServer", dependencies: ["CloudSyncCore", "CloudSyncCache", "CloudSyncEngine"]),
+        /// Loopback HTTP/1.1 server for players: Range from the cache, holes filled by the engine; a read-only WebDAV face.
+        .target(name: "CloudSyncServer", dependencies: ["CloudSyncCore", "CloudSyncCache", "CloudSyncEngine", "CloudSyncXML"]),
         /// Command-line parsing, wiring of config to providers, output; one call per command.
         .target(name: "CloudSyncCommands", dependencies: [
             "CloudSyncCore", "CloudSyncConfig", "CloudSyncHTTP", "CloudSyncCache", "CloudSyncEngine",
@@ -80,8 +80,9 @@ let package = Package(
         .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "TestSupport"]),
         .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport"],
                     exclude: ["Snapshots"]),
+        /// Also runs the built `cloudsync` (serve, ls, pull) against the fakes, and real players (ffmpeg, mpd, rclone).
         .testTarget(name: "CloudSyncServerTests", dependencies: [
-            "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "WebDAV", "CloudSyncHTTP", "TestSupport",
+            "CloudSyncServer", "CloudSyncEngine", "CloudSyncCache", "CloudSyncXML", "WebDAV", "CloudSyncHTTP", "TestSupport", "cloudsync",
         ]),
         /// Quick mode of every script under bench/ (small sizes; no timing asserted).
         .testTarget(name: "BenchQuickTests", dependencies: ["cloudsync", "TestSupport"]),

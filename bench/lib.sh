@@ -212,3 +212,33 @@ PY
 }
 
 machine_line() { echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg); cloudsync $("$BIN" --version 2>/dev/null | head -1)"; }
+
+# start_files_fake ROOT [ARGS...]: Tests/Fakes/files_fake.py serving ROOT under /dav/ (Basic auth demo/demo-pass,
+# request log at /_log). Sets FAKE_PORT. The fake exits when its stdin closes: a fifo held open by this shell.
+start_files_fake() {
+    local root=$1; shift
+    local fifo=$WORK/fake.$RANDOM.in out=$WORK/fake.$RANDOM.out
+    mkfifo "$fifo"
+    python3 "$TOP/Tests/Fakes/files_fake.py" --root "$root" "$@" <"$fifo" >"$out" 2>"$out.err" &
+    _pids+=($!)
+    exec {_fake_fd}>"$fifo"
+    local _
+    for _ in $(seq 1 100); do [ -s "$out" ] && break; sleep 0.05; done
+    FAKE_PORT=$(head -1 "$out")
+    [ -n "$FAKE_PORT" ] || { cat "$out.err" >&2; die "files_fake.py did not start"; }
+}
+
+# start_serve CONFIG: `cloudsync serve --port 0` on CONFIG (the process itself, so the EXIT trap stops it).
+# Sets SERVE_PORT and SERVE_PID.
+start_serve() {
+    local out=$WORK/serve.$RANDOM.out _
+    "$BIN" --config "$1" -q serve --port 0 >"$out" 2>"$out.err" &
+    SERVE_PID=$!
+    _pids+=("$SERVE_PID")
+    for _ in $(seq 1 100); do grep -q listening "$out" 2>/dev/null && break; sleep 0.05; done
+    SERVE_PORT=$(sed -n 's/.*:\([0-9]*\)\/$/\1/p' "$out")
+    [ -n "$SERVE_PORT" ] || { cat "$out.err" >&2; die "serve did not start"; }
+}
+
+# median: the median of the numbers on stdin, one a line.
+median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }

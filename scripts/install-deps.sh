@@ -3,7 +3,7 @@
 # As root it runs apt-get; otherwise it prints the one command to run.
 set -euo pipefail
 packages=(libcurl4-openssl-dev libsqlite3-dev libssl-dev libxml2-dev pkg-config python3
-          rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg)
+          rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg mpd mpc)
 [ "${1:-}" = "--bench" ] && packages+=(hyperfine)
 missing=()
 for p in "${packages[@]}"; do
@@ -20,7 +20,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The distribution starts these services on install; the tests run their own private instances.
-for s in nginx apache2; do
+for s in nginx apache2 mpd; do
     if command -v systemctl >/dev/null 2>&1; then systemctl stop "$s" >/dev/null 2>&1 || true; fi
     service "$s" stop >/dev/null 2>&1 || true
 done

@@ -97,14 +97,17 @@ enum CommandTree {
         name: "serve",
         abstract: "Serve cached tracks to players over loopback HTTP, fetching missing bytes on demand.",
         discussion: """
-        GET/HEAD /tracks/<remote>/<path> with Range; /playlist.m3u (?remote=NAME, ?cached=1); / lists tracks. \
-        Cached bytes are sent from disk; missing ones are fetched from the cloud, cached and streamed as they \
-        arrive. Prints 'listening on URL' on stdout; Ctrl-C stops. See docs/serve.md.
+        GET/HEAD /tracks/<remote>/<path> with Range; /playlist.m3u (?remote=NAME, ?cached=1); / lists tracks; \
+        /dav/ is a read-only WebDAV view of the library (mpd, Kodi, davfs2, rclone). Cached bytes are sent from \
+        disk; missing ones are fetched from the cloud, cached and streamed as they arrive (503 at once when it \
+        cannot be reached). Prints 'listening on URL' on stdout; Ctrl-C stops. See docs/serve.md.
         """,
         options: remoteSelection + [
             .value("port", "N", "TCP port (default 8765; 0 picks a free one)."),
             .value("bind", "ADDR", "Address to bind (default 127.0.0.1). A non-loopback address requires --token."),
-            .value("token", "TOKEN", "Require this token on every request (?token= or Authorization: Bearer)."),
+            .value("token", "TOKEN", "Require this token (16+ characters) on every request: ?token=, Authorization: Bearer, "
+                + "or as the Basic-auth password. Give it as env:VAR or file:PATH to keep it out of `ps`. Without it, "
+                + "only requests addressed to 127.0.0.1, [::1] or localhost are answered."),
         ]
     )
 

@@ -14,7 +14,8 @@ struct ServeCommand {
     func run() async throws -> ExitCode {
         let args = context.arguments
         let port = try args.integer("port", in: 0 ... 65535) ?? ServerOptions.defaultPort
-        let options = ServerOptions(bind: args.value("bind") ?? "127.0.0.1", port: port, token: args.value("token"))
+        let token = try Self.token(args.value("token"), environment: context.environment)
+        let options = ServerOptions(bind: args.value("bind") ?? "127.0.0.1", port: port, token: token)
         do {
             try options.validate()
         } catch let error as ServerError {
@@ -23,13 +24,17 @@ struct ServeCommand {
         let setup = Setup(context: context)
         let config = try setup.configuration()
         let cache = try setup.openCache(config)
-        let transport = try CurlTransport(logger: context.logger)
+        // Connection failures count as unreachable for API calls (link resolution) too, so the pacers'
+        // unreachableRetries of 0 bound them as well.
+        let transport = UnreachableClassifyingTransport(try CurlTransport(logger: context.logger))
         let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
         var unavailable: [String: String] = [:]
         for remote in try setup.selectedRemotes(config) {
             do {
-                let built = try factory.make(remote, retries: nil)
+                // A player waits on these fetches: a cloud that cannot be reached is not retried (serve marks it
+                // offline, answers 503 and probes in the background); other failures keep the usual retries.
+                let built = try factory.make(remote, retries: nil, unreachableRetries: 0)
                 sources[remote.name] = OnDemand(remote: remote.name, provider: built.provider, transport: transport,
                                                 pacer: built.pacer, cache: cache, logger: context.logger)
             } catch {
@@ -40,7 +45,7 @@ struct ServeCommand {
         let server = TrackServer(cache: cache, sources: sources, unavailable: unavailable, options: options,
                                  logger: context.logger)
         let bound = try server.start()
-        let shown = options.bind.contains(":") ? "[\(options.bind)]" : options.bind
+        let shown = options.urlHost
         context.console.out("listening on http://\(shown):\(bound)/\n")
         context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n")
 
@@ -51,5 +56,30 @@ struct ServeCommand {
         server.stop()
         context.console.err("cloudsync: serve stopped\n")
         return .ok
+    }
+
+    /// The `--token` value: `env:VAR` (the variable's value), `file:PATH` (the file's first line), or the token
+    /// itself (which `ps` shows to every user of the machine; the other two keep it off the command line).
+    static func token(_ value: String?, environment: [String: String]) throws -> String? {
+        guard let value else { return nil }
+        let hint = "Run 'cloudsync serve --help' for usage."
+        if value.hasPrefix("env:") {
+            let name = String(value.dropFirst(4))
+            guard !name.isEmpty else { throw UsageError(message: "cloudsync: --token env: names no variable; write env:VARIABLE", hint: hint) }
+            guard let token = environment[name], !token.isEmpty else {
+                throw UsageError(message: "cloudsync: --token refers to environment variable \(name), which is not set or empty", hint: hint)
+            }
+            return token
+        }
+        if value.hasPrefix("file:") {
+            let path = String(value.dropFirst(5))
+            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+                throw UsageError(message: "cloudsync: --token file \(path) cannot be read", hint: hint)
+            }
+            let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            guard !line.isEmpty else { throw UsageError(message: "cloudsync: --token file \(path) is empty", hint: hint) }
+            return line
+        }
+        return value
     }
 }

@@ -9,22 +9,46 @@ import Synchronization
 
 /// How `serve` fetches missing bytes.
 public struct OnDemandOptions: Sendable {
-    /// Bytes per ranged GET. Smaller than a pull's chunk so a seek re-prioritises quickly; bytes reach the
-    /// player as they land whatever the size.
+    /// Largest ranged GET (read-ahead comes in GETs of at most this size). Bytes reach the player as they land
+    /// whatever the size; a GET of read-ahead is cancelled when a newer request needs other bytes.
     public var chunkSize: Int64
-    /// Bytes fetched beyond the end of what a client asked for while it stays connected.
+    /// The smallest fetch: a request's missing bytes are fetched rounded up to this (within the hole), so a
+    /// seek costs one small GET, never a chunk; a read at the end of a hole (a tag at the end) costs its bytes.
+    public var blockSize: Int64
+    /// Most bytes fetched ahead of a client that reads sequentially. The window starts at one block and
+    /// doubles with what the client consumes, so a reader that stops early (a tag scan) costs little.
     public var readAhead: Int64
     /// How often a stream waiting on another process's writer re-reads the index (its checkpoints).
     public var indexPollInterval: Duration
     /// How often such a stream tries to take the entry's writer lock itself (the other writer may have moved on).
     public var takeoverInterval: Duration
+    /// After the cloud could not be reached, the first background probe comes after this; each failed probe
+    /// doubles the wait up to ``maxProbeInterval``.
+    public var probeInterval: Duration
+    public var maxProbeInterval: Duration
 
-    public init(chunkSize: Int64 = 2 << 20, readAhead: Int64? = nil, indexPollInterval: Duration = .milliseconds(50),
-                takeoverInterval: Duration = .seconds(1)) {
-        self.chunkSize = max(64 << 10, chunkSize)
-        self.readAhead = max(0, readAhead ?? 2 * self.chunkSize)
+    public init(chunkSize: Int64 = 2 << 20, blockSize: Int64 = 64 << 10, readAhead: Int64? = nil,
+                indexPollInterval: Duration = .milliseconds(50), takeoverInterval: Duration = .seconds(1),
+                probeInterval: Duration = .seconds(1), maxProbeInterval: Duration = .seconds(30)) {
+        self.chunkSize = max(16 << 10, chunkSize)
+        self.blockSize = min(self.chunkSize, max(4 << 10, blockSize))
+        self.readAhead = max(self.blockSize, readAhead ?? 2 * self.chunkSize)
         self.indexPollInterval = indexPollInterval
         self.takeoverInterval = takeoverInterval
+        self.probeInterval = max(.milliseconds(10), probeInterval)
+        self.maxProbeInterval = max(self.probeInterval, maxProbeInterval)
+    }
+}
+
+/// The remote's cloud cannot be reached (refused connection, DNS failure, no route): missing bytes are not
+/// waited for. `retryAfter` is when the next background probe is due, in whole seconds (at least 1).
+public struct RemoteOffline: Error, Sendable, CustomStringConvertible {
+    public let remote: String
+    public let retryAfter: Int
+    public let reason: String
+
+    public var description: String {
+        "the cloud of remote '\(remote)' cannot be reached (\(reason)); only cached bytes are served, try again in \(retryAfter) s"
     }
 }
 
@@ -37,6 +61,12 @@ public struct OnDemandOptions: Sendable {
 ///   byte is downloaded once. Across processes the entry's writer lock decides: while another process (a
 ///   `pull`) holds it, streams see that writer's checkpointed bytes (``CacheLimits/checkpointBytes``) and
 ///   retry taking the lock every ``OnDemandOptions/takeoverInterval``.
+/// - The client first: the newest request's missing bytes (rounded up to a block) are fetched before any
+///   read-ahead, and a GET of read-ahead in flight is cancelled for them. Nothing is fetched for a request
+///   while the bytes it reads are present; read-ahead only follows a client that reads on into missing bytes.
+/// - Offline: when a fetch fails because the cloud cannot be reached (``isUnreachable(_:)``), the remote is
+///   marked offline: streams throw ``RemoteOffline`` at once for missing bytes, and a background probe (a
+///   1-byte ranged GET) clears the mark when the cloud answers again.
 /// - A session holds the entry's writer lock only while it has bytes to fetch; a track whose last byte arrives
 ///   this way is verified and promoted into `tracks/` like a pulled one.
 /// - Closing a stream (the player disconnected) cancels its read-ahead; the GET in flight is cancelled when no
@@ -44,21 +74,39 @@ public struct OnDemandOptions: Sendable {
 public final class OnDemand: Sendable {
     public let remote: String
     let cache: Cache
+    let provider: any Provider
+    let transport: any Transport
     let fetcher: FileFetcher
     let options: OnDemandOptions
     let logger: Logger
     private let sessions = Mutex<[String: FetchSession]>([:])
     private let nextID = Atomic<UInt64>(1)
+    private let offline = Mutex<Offline?>(nil)
 
+    private struct Offline {
+        var reason: String
+        var nextProbe: ContinuousClock.Instant
+        var probe: Task<Void, Never>?
+    }
+
+    /// `transport` is wrapped so that connection failures libcurl reports as transient reach the pacer as
+    /// `.unreachable` (see ``UnreachableClassifyingTransport``); give the pacer few `unreachableRetries`.
     public init(remote: String, provider: any Provider, transport: any Transport, pacer: Pacer, cache: Cache,
                 options: OnDemandOptions = OnDemandOptions(), logger: Logger = .silent) {
         self.remote = remote
         self.cache = cache
+        self.provider = provider
         self.options = options
         self.logger = logger
-        // One stream per entry: a player reads in order, and a seek re-prioritises at the next chunk.
-        fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
+        let classifying = UnreachableClassifyingTransport(transport)
+        self.transport = classifying
+        // One stream per entry: a player reads in order, and a seek re-prioritises at once.
+        fetcher = FileFetcher(provider: provider, transport: classifying, pacer: pacer, chunkSize: options.chunkSize,
                               segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger)
+    }
+
+    deinit {
+        offline.withLock { $0?.probe?.cancel() }
     }
 
     /// Opens `path` (relative to the remote's root, as indexed) for streaming. Touches its last access time.
@@ -70,6 +118,68 @@ public final class OnDemand: Sendable {
 
     /// Entries with a fetch session now (for tests and the index page).
     public var activeSessions: Int { sessions.withLock { $0.count } }
+
+    /// Whether the cloud is considered unreachable now.
+    public var isOffline: Bool { offline.withLock { $0 != nil } }
+
+    /// The error for missing bytes while offline, or nil when online.
+    func offlineError() -> RemoteOffline? {
+        offline.withLock { state in
+            guard let state else { return nil }
+            let wait = state.nextProbe - .now
+            let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+            return RemoteOffline(remote: remote, retryAfter: seconds, reason: state.reason)
+        }
+    }
+
+    /// Whether `error` means the cloud cannot be reached at all: `.unreachable`, or a `.transient` failure of
+    /// libcurl before any byte arrived that is a resolver or connect failure (curl codes 5, 6, 7).
+    public static func isUnreachable(_ error: any Error) -> Bool {
+        guard let error = error as? ProviderError else { return false }
+        if error.code == .unreachable { return true }
+        guard error.code == .transient, let cut = error.cause as? InterruptedTransfer, cut.delivered.isEmpty else { return false }
+        return [5, 6, 7].contains(cut.curlCode)
+    }
+
+    /// Marks the remote offline after `error` while fetching `file`, and starts the background probe.
+    func markOffline(after error: any Error, file: RemoteFile) {
+        let reason = (error as? ProviderError)?.message ?? String(describing: error)
+        let started = offline.withLock { state -> Bool in
+            if state != nil { return false }
+            state = Offline(reason: reason, nextProbe: .now + options.probeInterval, probe: nil)
+            return true
+        }
+        guard started else { return }
+        logger.warning("serve: \(remote): the cloud cannot be reached (\(reason)); answering from the cache only until it is back")
+        // The task holds this object only while a probe runs, so an OnDemand that goes away ends it.
+        let probe = Task { [weak self, options] in
+            var pause = options.probeInterval
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: pause) } catch { return }
+                guard let self, !(await self.probeReaches(file)) else { return }
+                pause = min(options.maxProbeInterval, pause * 2)
+                let next = pause
+                self.offline.withLock { $0?.nextProbe = .now + next }
+            }
+        }
+        offline.withLock { $0?.probe = probe }
+    }
+
+    /// One probe: a 1-byte ranged GET of `file`. Any answer from the host (an HTTP error, a malformed reply
+    /// included) means the cloud is reachable: the offline mark is cleared and true returned.
+    private func probeReaches(_ file: RemoteFile) async -> Bool {
+        do {
+            let download = try await provider.resolveDownload(for: file)
+            var request = HTTPRequest(method: download.method, url: download.url, keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
+            for h in download.headers { request.headers.add(h.name, h.value) }
+            _ = try await transport.download(request, range: 0 ... 0, ifRange: nil, whenRangeIgnored: .stop, into: DiscardingSink())
+        } catch where Self.isUnreachable(error) || error is CancellationError {
+            return false
+        } catch {}
+        offline.withLock { $0 = nil }
+        logger.info("serve: \(remote): the cloud answers again")
+        return true
+    }
 
     /// The open session of `path` with `demand` registered, a new one, or nil when another process holds the
     /// entry's writer lock.
@@ -105,18 +215,73 @@ public final class OnDemand: Sendable {
     }
 }
 
-/// The bytes one client wants: from `position` (what it has consumed) to `end` (its request's end plus the
-/// read-ahead), clamped to the file.
+/// Reports connection failures that libcurl classifies as transient — it could not resolve the host (curl
+/// codes 5, 6) or connect to it (7: refused, no route) before any byte — as `.unreachable`, so the pacer
+/// bounds their retries with `unreachableRetries` and `serve` fails fast. Every other outcome passes through
+/// unchanged (an `.unreachable` from the transport itself included).
+public struct UnreachableClassifyingTransport: Transport {
+    let base: any Transport
+
+    public init(_ base: any Transport) {
+        self.base = (base as? UnreachableClassifyingTransport)?.base ?? base
+    }
+
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        do { return try await base.send(request) } catch { throw Self.classify(error) }
+    }
+
+    public func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
+                         into sink: any ByteSink) async throws -> DownloadOutcome {
+        do {
+            return try await base.download(request, range: range, ifRange: ifRange, whenRangeIgnored: whenRangeIgnored, into: sink)
+        } catch {
+            throw Self.classify(error)
+        }
+    }
+
+    static func classify(_ error: any Error) -> any Error {
+        guard let failure = error as? ProviderError, failure.code == .transient, OnDemand.isUnreachable(failure) else { return error }
+        return ProviderError(.unreachable, failure.message, status: failure.status, retryAfter: failure.retryAfter, cause: failure.cause)
+    }
+}
+
+/// Throws away what a probe receives.
+struct DiscardingSink: ByteSink {
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {}
+}
+
+/// `a + b`, or `Int64.max` when that overflows: byte offsets from requests and the index are clamped, never
+/// trapped on.
+@inline(__always)
+package func saturatingAdd(_ a: Int64, _ b: Int64) -> Int64 {
+    let (sum, overflow) = a.addingReportingOverflow(b)
+    return overflow ? (b > 0 ? .max : .min) : sum
+}
+
+/// The bytes one client wants.
 struct Demand: Sendable, Equatable {
     var id: UInt64
+    /// The next byte the client needs (what it has consumed so far).
     var position: Int64
-    var end: Int64
-    /// Later demands are served first (a seek beats the previous position).
-    var sequence: UInt64
+    /// The end of what the client asked for (its request's end).
+    var requestEnd: Int64
+    /// How far beyond `position` bytes are fetched ahead: at least a block, growing while the client consumes.
+    var window: Int64
+    /// The request continued the previous one where it ended: read-ahead may pass `requestEnd`.
+    var sequential: Bool
+    /// Later demands are served first (a seek beats the previous position). Set by the session.
+    var sequence: UInt64 = 0
+}
+
+/// One GET chosen by ``FetchSession/nextFetch``: `range`, of which `[range.lowerBound, neededEnd)` is what a
+/// client waits for now (empty for pure read-ahead). Only the rest can be pre-empted by a newer request.
+struct Fetch: Sendable, Equatable {
+    var range: Range<Int64>
+    var neededEnd: Int64
 }
 
 /// One entry being fetched for `serve`: its writer, its job, the demands of the streams reading it, and the
-/// one task that fetches their missing bytes chunk by chunk.
+/// one task that fetches their missing bytes, one ranged GET at a time.
 final class FetchSession: Sendable {
     let job: FileJob
     private let owner: OnDemand
@@ -124,7 +289,11 @@ final class FetchSession: Sendable {
     private struct State {
         var demands: [UInt64: Demand] = [:]
         var task: Task<Void, Never>?
-        var cancelling = false
+        /// The GET running now, what it fetches and why.
+        var fetch: Task<Void, any Error>?
+        var inFlight: Fetch?
+        /// The GET in flight was cancelled for a newer need: the loop goes on.
+        var preempted = false
         var failure: (any Error & Sendable)?
         var closed = false
         var mismatches = 0
@@ -142,16 +311,27 @@ final class FetchSession: Sendable {
     var failure: (any Error)? { state.withLock { $0.failure } }
     var isClosed: Bool { state.withLock { $0.closed } }
 
-    /// Adds or moves `demand`; starts fetching if bytes it wants are missing. False when the session is closed.
+    /// Adds or moves `demand`; starts fetching if bytes it wants are missing, and cancels read-ahead in flight
+    /// when this demand needs other bytes now. False when the session is closed.
     func add(_ demand: Demand) -> Bool {
-        state.withLock { s in
+        let options = owner.options
+        return state.withLock { s in
             guard !s.closed else { return false }
             s.sequence += 1
             var d = demand
             d.sequence = s.sequence
             s.demands[d.id] = d
-            if s.task == nil, s.failure == nil { startLocked(&s) }
-            else if s.cancelling { s.cancelling = false }  // the ending task restarts (see `run`).
+            if s.task == nil {
+                if s.failure == nil, owner.offlineError() == nil,
+                   Self.nextFetch(s.demands.values, missing: job.writer.missingRanges(), size: job.file.size,
+                                  block: options.blockSize, chunk: options.chunkSize) != nil {
+                    startLocked(&s)
+                }
+            } else if let flight = s.inFlight, !s.preempted,
+                      Self.preempts(d, inFlight: flight, missing: job.writer.missingRanges(), block: options.blockSize) {
+                s.preempted = true
+                s.fetch?.cancel()
+            }
             return true
         }
     }
@@ -161,9 +341,8 @@ final class FetchSession: Sendable {
         let idle = state.withLock { s -> Bool in
             s.demands[id] = nil
             guard s.demands.isEmpty else { return false }
-            if let task = s.task {
-                s.cancelling = true
-                task.cancel()
+            if s.task != nil {
+                s.fetch?.cancel()
                 return false
             }
             return true
@@ -181,28 +360,46 @@ final class FetchSession: Sendable {
     }
 
     private func startLocked(_ s: inout State) {
-        s.cancelling = false
+        s.preempted = false
         s.task = Task { await self.run() }
     }
 
-    /// Fetches the first missing chunk of the most recent demand, then the next, until no demand misses bytes;
-    /// completes (verifies and promotes) the file when its last byte arrives.
+    /// Fetches what ``nextFetch`` chooses, one GET at a time, until no demand misses bytes; completes
+    /// (verifies and promotes) the file when its last byte arrives.
     private func run() async {
-        let chunkSize = owner.options.chunkSize
+        let options = owner.options
         while true {
-            let next: Range<Int64>? = state.withLock { s in
-                if Task.isCancelled && s.cancelling { return nil }
-                return Self.nextChunk(s.demands.values, missing: job.writer.missingRanges(), chunkSize: chunkSize)
+            let pick: Fetch? = state.withLock { s in
+                s.preempted = false
+                guard !s.demands.isEmpty, owner.offlineError() == nil else { return nil }
+                let next = Self.nextFetch(s.demands.values, missing: job.writer.missingRanges(), size: job.file.size,
+                                          block: options.blockSize, chunk: options.chunkSize)
+                s.inFlight = next
+                return next
             }
-            guard let next else { break }
+            guard let pick else { break }
+            let fetch = Task { [owner, job] in try await owner.fetcher.fetch(job, within: pick.range, checkpointAtEnd: false) }
+            let cancelledAlready = state.withLock { s -> Bool in
+                s.fetch = fetch
+                return s.preempted || s.demands.isEmpty
+            }
+            if cancelledAlready { fetch.cancel() }
+            let result = await fetch.result
+            let preempted = state.withLock { s -> Bool in
+                s.fetch = nil
+                s.inFlight = nil
+                return s.preempted && !s.demands.isEmpty
+            }
             do {
-                try await owner.fetcher.fetch(job, within: next)
+                try result.get()
+                try job.writer.checkpointIfDue()
                 if job.file.size > 0 ? job.writer.missingRanges().isEmpty : true {
                     try await completeFile()
                     break
                 }
             } catch {
-                if Task.isCancelled || error is CancellationError {
+                if error is CancellationError || fetch.isCancelled {
+                    if preempted { continue }
                     try? job.writer.checkpoint()
                     break
                 }
@@ -211,17 +408,22 @@ final class FetchSession: Sendable {
                     _ = try? job.restart(etag: nil)
                     continue
                 }
+                try? job.writer.checkpoint()
+                if OnDemand.isUnreachable(error) {
+                    owner.markOffline(after: error, file: job.file)
+                    break
+                }
                 owner.logger.warning("serve: fetching \(owner.remote):\(job.file.path) failed: \(error)")
                 state.withLock { $0.failure = SessionFailure(error) }
-                try? job.writer.checkpoint()
                 break
             }
         }
-        // Restart when a stream asked for more while this task was being cancelled.
+        // Restart when a stream asked for more while this task was ending.
         let restart = state.withLock { s -> Bool in
             s.task = nil
-            let wanted = !s.demands.isEmpty && s.failure == nil && !s.closed
-                && Self.nextChunk(s.demands.values, missing: job.writer.missingRanges(), chunkSize: chunkSize) != nil
+            let wanted = !s.demands.isEmpty && s.failure == nil && !s.closed && owner.offlineError() == nil
+                && Self.nextFetch(s.demands.values, missing: job.writer.missingRanges(), size: job.file.size,
+                                  block: options.blockSize, chunk: options.chunkSize) != nil
             if wanted { startLocked(&s) }
             return wanted
         }
@@ -240,15 +442,51 @@ final class FetchSession: Sendable {
         }
     }
 
-    /// The first missing chunk (at most `chunkSize`) of the most recent demand that misses bytes, or nil.
-    static func nextChunk(_ demands: some Sequence<Demand>, missing: RangeSet<Int64>, chunkSize: Int64) -> Range<Int64>? {
-        for demand in demands.sorted(by: { $0.sequence > $1.sequence }) where demand.position < demand.end {
-            let window = demand.position ..< demand.end
+    /// What to fetch next for `demands` (newest first) over the `missing` bytes of a file of `size` bytes:
+    ///
+    /// 1. The byte a client needs now (its `position` is missing, within its request): one GET from there, to
+    ///    the end of the hole but at most `block` — past the request's end when it is shorter (a seek asks for
+    ///    little, then reads on), never over present bytes, never before `position` (the bytes a client waits
+    ///    for come first: a 128-byte tail read is one GET of 128 bytes). That block is what the client waits
+    ///    for (`neededEnd`); a client that has been reading on (its window grew) gets the rest of its window in
+    ///    the same GET, up to `chunk`.
+    /// 2. Read-ahead: the first missing bytes of `[position, position + window)` — up to the request's end, or
+    ///    beyond it for a client that reads sequentially — at most `chunk`.
+    ///
+    /// Nil when no demand misses a byte.
+    static func nextFetch(_ demands: some Sequence<Demand>, missing: RangeSet<Int64>, size: Int64, block: Int64,
+                          chunk: Int64) -> Fetch? {
+        let ordered = demands.sorted { $0.sequence > $1.sequence }
+        for d in ordered where d.position >= 0 && d.position < min(d.requestEnd, size) {
+            guard let hole = missing.ranges.first(where: { $0.contains(d.position) }) else { continue }
+            let needed = min(hole.upperBound, saturatingAdd(d.position, block))
+            let upper = min(hole.upperBound, saturatingAdd(d.position, max(block, min(d.window, chunk))))
+            return Fetch(range: d.position ..< upper, neededEnd: needed)
+        }
+        for d in ordered where d.position >= 0 {
+            let limit = min(size, d.sequential ? size : d.requestEnd)
+            let end = min(limit, saturatingAdd(d.position, d.window))
+            guard d.position < end else { continue }
+            let window = d.position ..< end
             if let gap = missing.ranges.first(where: { $0.overlaps(window) })?.clamped(to: window) {
-                return gap.lowerBound ..< min(gap.upperBound, gap.lowerBound + chunkSize)
+                let range = gap.lowerBound ..< min(gap.upperBound, saturatingAdd(gap.lowerBound, chunk))
+                return Fetch(range: range, neededEnd: range.lowerBound)
             }
         }
         return nil
+    }
+
+    /// Whether `demand` needs a byte that the GET in flight will not bring within one block once its needed part
+    /// has arrived: then that GET is cancelled so the byte comes next. The needed part of a GET (what a client
+    /// waits for) is never cancelled for another client.
+    static func preempts(_ demand: Demand, inFlight: Fetch, missing: RangeSet<Int64>, block: Int64) -> Bool {
+        guard demand.position >= 0, demand.position < demand.requestEnd,
+              missing.ranges.contains(where: { $0.contains(demand.position) }) else { return false }
+        // Where the GET in flight has got to: its first byte still missing.
+        let range = inFlight.range
+        let arriving = missing.ranges.first { $0.overlaps(range) }.map { max($0.lowerBound, range.lowerBound) } ?? range.upperBound
+        if arriving < inFlight.neededEnd { return false }
+        return !(arriving ..< min(range.upperBound, saturatingAdd(arriving, block))).contains(demand.position)
     }
 }
 
@@ -264,7 +502,12 @@ struct SessionFailure: Error, Sendable, CustomStringConvertible, ExitCodeProvidi
 }
 
 /// One client's view of one track, for `serve`: which bytes are ready, reading them, and declaring which
-/// bytes it wants next. Thread-safe; meant for one connection (its demand is one window at a time).
+/// bytes it wants next. Thread-safe; meant for one connection (its demand is one request at a time).
+///
+/// A stream starts out reading the cache alone: nothing is fetched while the bytes it reads are present. When
+/// the client needs a missing byte (at the start of a request, or reading on into a hole) the stream joins the
+/// entry's fetch session; from then on its window of read-ahead grows with what it consumes (doubling, from
+/// one block up to ``OnDemandOptions/readAhead``) and restarts at one block on a seek.
 public final class TrackStream: Sendable {
     /// The version being served (size, modified, revision, MIME type).
     public var file: RemoteFile { reader.file }
@@ -280,6 +523,8 @@ public final class TrackStream: Sendable {
         /// checkpoint. Its inode becomes the track on promotion, so it stays valid.
         var partialFD: Int32 = -1
         var demand: Demand?
+        /// Where the client's current run of consecutive reads began (read-ahead grows with its length).
+        var runStart: Int64 = 0
         var indexView = RangeSet<Int64>()
         var indexReadAt: ContinuousClock.Instant?
         var lastTakeover: ContinuousClock.Instant?
@@ -298,22 +543,42 @@ public final class TrackStream: Sendable {
 
     deinit { close() }
 
-    /// Declares that the client wants `range` next: bytes in `range` plus the read-ahead that are missing are
-    /// fetched at once (or awaited from another process's writer). Throws `.changed` if the remote file changed.
+    /// Declares that the client asks for `range` now. If its first byte is missing it is fetched at once (or
+    /// awaited from another process's writer); a request that starts on present bytes fetches nothing until
+    /// the client reads on into missing ones. Throws ``RemoteOffline`` when that byte is missing and the cloud
+    /// cannot be reached, and `.changed` if the remote file changed.
     public func want(_ range: Range<Int64>) throws {
         let size = file.size
-        let end = min(size, range.upperBound + owner.options.readAhead)
-        let demand = Demand(id: id, position: max(0, range.lowerBound), end: end, sequence: 0)
-        state.withLock { $0.demand = demand }
-        if try present().containsAll(demand.position ..< demand.end) { return }
+        let lower = min(max(0, range.lowerBound), size)
+        let upper = min(max(lower, range.upperBound), size)
+        let (demand, session) = state.withLock { s -> (Demand, FetchSession?) in
+            // A request that starts where the previous one stopped continues the client's run.
+            let continues = s.demand.map { $0.position == lower && lower > s.runStart } ?? false
+            if !continues { s.runStart = lower }
+            var d = Demand(id: id, position: lower, requestEnd: upper, window: 0, sequential: continues)
+            d.window = window(for: d, runStart: s.runStart)
+            s.demand = d
+            return (d, s.session)
+        }
+        guard lower < upper else { return }
+        if let session, !session.isClosed {
+            if session.job.writer.presentRanges().contains(lower) {
+                _ = session.add(demand)
+                return
+            }
+        } else if try present().contains(lower) {
+            return
+        }
+        if let offline = owner.offlineError() { throw offline }
         try attachSession(demand)
     }
 
-    /// Records that bytes before `offset` were sent: the fetch window moves with the client.
+    /// Records that bytes before `offset` were sent: the fetch window moves (and grows) with the client.
     public func consumed(upTo offset: Int64) {
         let (session, demand) = state.withLock { s -> (FetchSession?, Demand?) in
             guard var d = s.demand, offset > d.position else { return (nil, nil) }
-            d.position = min(offset, d.end)
+            d.position = min(offset, file.size)
+            d.window = window(for: d, runStart: s.runStart)
             s.demand = d
             return (s.session, d)
         }
@@ -321,10 +586,11 @@ public final class TrackStream: Sendable {
     }
 
     /// The bytes from `offset` (up to `limit`) that can be read now: the present prefix of `offset..<limit`,
-    /// empty when the byte at `offset` is not there yet. Throws the error that stopped fetching this track
-    /// (network, auth, changed file), so a waiting client is not left hanging.
+    /// empty when the byte at `offset` is not there yet (its fetch is then under way). Throws the error that
+    /// stopped fetching this track (network, auth, changed file), and ``RemoteOffline`` when the byte is missing
+    /// and the cloud cannot be reached, so a waiting client is not left hanging.
     public func available(from offset: Int64, limit: Int64) throws -> Range<Int64> {
-        let wanted = offset ..< min(limit, file.size)
+        let wanted = offset ..< max(offset, min(limit, file.size))
         if wanted.isEmpty { return wanted }
         let (session, takeoverDue) = state.withLock { s -> (FetchSession?, Bool) in
             let due = s.lastTakeover.map { ContinuousClock.now - $0 >= owner.options.takeoverInterval } ?? true
@@ -337,11 +603,23 @@ public final class TrackStream: Sendable {
         }
         let fromIndex = try present().presentPrefix(of: wanted)
         if !fromIndex.isEmpty { return fromIndex }
-        // Nothing yet: make sure someone fetches it (a retired session, or another process's writer that let go).
-        if let demand = state.withLock({ $0.demand }), session == nil || session?.isClosed == true, takeoverDue {
-            var d = demand
-            if !(d.position ..< d.end).contains(offset) { d = Demand(id: id, position: offset, end: min(file.size, offset + owner.options.readAhead + 1), sequence: 0) }
-            try attachSession(d)
+        if let offline = owner.offlineError() { throw offline }
+        // Nothing yet: make sure someone fetches it (the client read on into a hole, a session that retired,
+        // or another process's writer that let go).
+        let demand = state.withLock { s -> Demand in
+            var d = s.demand ?? Demand(id: id, position: offset, requestEnd: wanted.upperBound, window: 0, sequential: false)
+            if d.position != offset || d.requestEnd < wanted.upperBound {
+                d.position = offset
+                d.requestEnd = max(d.requestEnd, wanted.upperBound)
+            }
+            d.window = window(for: d, runStart: s.runStart)
+            s.demand = d
+            return d
+        }
+        if let session, !session.isClosed {
+            _ = session.add(demand)
+        } else if takeoverDue {
+            try attachSession(demand)
         }
         return offset ..< offset
     }
@@ -370,6 +648,14 @@ public final class TrackStream: Sendable {
         reader.close()
     }
 
+    /// Read-ahead for `demand`: twice what the client consumed in its run since it last needed a fetch, from
+    /// one block up to the configured read-ahead.
+    private func window(for demand: Demand, runStart: Int64) -> Int64 {
+        let options = owner.options
+        let run = max(0, demand.position - runStart)
+        return min(options.readAhead, max(options.blockSize, run > options.readAhead ? options.readAhead : 2 * run))
+    }
+
     /// Present bytes per the index (checkpointed), re-read at most every `indexPollInterval`.
     private func present() throws -> RangeSet<Int64> {
         let cached = state.withLock { s -> RangeSet<Int64>? in
@@ -387,8 +673,14 @@ public final class TrackStream: Sendable {
 
     private func attachSession(_ demand: Demand) throws {
         if let current = state.withLock({ $0.session }), current.add(demand) { return }
-        state.withLock { $0.lastTakeover = .now }
-        guard let session = try owner.session(for: file.path, file: file, demand: demand) else {
+        state.withLock { s in
+            s.lastTakeover = .now
+            // The client needs a fetch from here on: its read-ahead grows from this point.
+            if s.session == nil { s.runStart = demand.position }
+        }
+        var fresh = demand
+        fresh.window = owner.options.blockSize
+        guard let session = try owner.session(for: file.path, file: file, demand: fresh) else {
             owner.logger.debug("serve: \(remote):\(file.path) is being written by another process; waiting for its checkpoints")
             return
         }

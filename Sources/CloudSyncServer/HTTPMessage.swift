@@ -9,11 +9,14 @@ public struct RequestLimits: Sendable, Hashable {
     public var maxRequestLine: Int
     /// Header fields (431 beyond).
     public var maxHeaderFields: Int
+    /// A request body (a PROPFIND document), in bytes (413 beyond). Only `Content-Length` framing is read.
+    public var maxBodyBytes: Int
 
-    public init(maxHeaderBytes: Int = 8192, maxRequestLine: Int = 4096, maxHeaderFields: Int = 64) {
+    public init(maxHeaderBytes: Int = 8192, maxRequestLine: Int = 4096, maxHeaderFields: Int = 64, maxBodyBytes: Int = 64 << 10) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxRequestLine = maxRequestLine
         self.maxHeaderFields = maxHeaderFields
+        self.maxBodyBytes = max(0, maxBodyBytes)
     }
 }
 
@@ -25,6 +28,8 @@ struct RequestHead: Sendable {
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     var minorVersion: Int
     var headers: [(name: String, value: String)]
+    /// Bytes of the body that follows the head (`Content-Length`; 0 without one).
+    var contentLength = 0
 
     /// The first value of `name` (case-insensitive).
     func header(_ name: String) -> String? {
@@ -140,19 +145,24 @@ enum RequestParser {
             headers.append((String(decoding: nameBytes, as: UTF8.self),
                             String(decoding: ASCII.trimmingWhitespace(valueBytes), as: UTF8.self)))
         }
-        let head = RequestHead(method: method, target: target, minorVersion: minor, headers: headers)
+        var head = RequestHead(method: method, target: target, minorVersion: minor, headers: headers)
         if minor == 1, head.values("Host").count != 1 {
             throw RequestError(status: 400, reason: "HTTP/1.1 requests need exactly one Host header")
         }
         if head.header("Transfer-Encoding") != nil {
-            throw RequestError(status: 501, reason: "request bodies (Transfer-Encoding) are not accepted")
+            throw RequestError(status: 501, reason: "chunked request bodies are not accepted; send Content-Length")
         }
         let lengths = head.values("Content-Length")
         if !lengths.isEmpty {
-            guard lengths.count == 1, let n = Int(lengths[0]), n >= 0 else {
+            // Digits only (no sign, no spaces), and bounded before conversion.
+            guard lengths.count == 1, !lengths[0].isEmpty, lengths[0].utf8.count <= 18,
+                  lengths[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(lengths[0]) else {
                 throw RequestError(status: 400, reason: "malformed Content-Length")
             }
-            if n > 0 { throw RequestError(status: 413, reason: "request bodies are not accepted") }
+            if n > limits.maxBodyBytes {
+                throw RequestError(status: 413, reason: "request bodies larger than \(limits.maxBodyBytes) bytes are not accepted")
+            }
+            head.contentLength = n
         }
         return head
     }
@@ -176,9 +186,12 @@ struct ResponseHead {
     static func reason(_ status: Int) -> String {
         switch status {
         case 200: "OK"
+        case 100: "Continue"
         case 206: "Partial Content"
+        case 207: "Multi-Status"
         case 400: "Bad Request"
         case 401: "Unauthorized"
+        case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
         case 408: "Request Timeout"
@@ -194,6 +207,11 @@ struct ResponseHead {
         case 505: "HTTP Version Not Supported"
         default: "Status"
         }
+    }
+
+    /// An interim (1xx) response: the status line alone.
+    func serializedInterim() -> [UInt8] {
+        Array("HTTP/1.1 \(status) \(Self.reason(status))\r\n\r\n".utf8)
     }
 
     func serialized(keepAlive: Bool) -> [UInt8] {
@@ -226,12 +244,15 @@ enum ByteRangeRequest: Equatable {
         guard let dash = spec.firstIndex(of: "-") else { return .whole }
         let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
         let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        // Digits only, at most 19 (Int64 rejects values above Int64.max rather than wrapping).
         func number(_ s: String) -> Int64? {
-            guard !s.isEmpty, s.utf8.count <= 18, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            guard !s.isEmpty, s.utf8.count <= 19, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
             return Int64(s)
         }
+        // A hostile index may hold any size; never trust it to be sane.
+        guard size >= 0 else { return .unsatisfiable }
         if first.isEmpty {
-            // Suffix: the last n bytes.
+            // Suffix: the last n bytes (size - n cannot overflow: both are non-negative).
             guard let n = number(last) else { return .whole }
             if n == 0 || size == 0 { return .unsatisfiable }
             return .partial(max(0, size - n) ..< size)
@@ -241,6 +262,9 @@ enum ByteRangeRequest: Equatable {
             return a < size ? .partial(a ..< size) : .unsatisfiable
         }
         guard let b = number(last), b >= a else { return .whole }
-        return a < size ? .partial(a ..< min(size, b + 1)) : .unsatisfiable
+        guard a < size else { return .unsatisfiable }
+        // b + 1 overflows only for b == Int64.max, which is past any size anyway.
+        let (end, overflow) = b.addingReportingOverflow(1)
+        return .partial(a ..< (overflow ? size : min(size, end)))
     }
 }

@@ -54,16 +54,28 @@ extension TrackServer {
     /// Bytes sent per write of a body.
     static let sendBlock: Int64 = 256 << 10
 
-    func handle(_ head: RequestHead, io: ConnectionIO, state: inout ConnectionState) -> Outcome {
-        guard head.method == "GET" || head.method == "HEAD" else {
-            return respond(io, head, status: 405, text: "only GET and HEAD are served", extra: [("Allow", "GET, HEAD")])
+    func handle(_ head: RequestHead, body: [UInt8], io: ConnectionIO, state: inout ConnectionState) -> Outcome {
+        let path = head.path
+        let isDAV = path == "/dav" || path.hasPrefix("/dav/")
+        guard head.method == "GET" || head.method == "HEAD" || isDAV else {
+            return respond(io, head, status: 405, text: "only GET and HEAD are served here (WebDAV lives under /dav/)",
+                           extra: [("Allow", "GET, HEAD")])
         }
         let query = TrackPaths.queryItems(head.query)
-        if let token = options.token, !authorized(head, query: query, token: token) {
-            return respond(io, head, status: 401, text: "a token is required: add ?token=TOKEN or send Authorization: Bearer TOKEN",
-                           extra: [("WWW-Authenticate", "Bearer realm=\"cloudsync\"")])
+        if let token = options.token {
+            if !authorized(head, query: query, token: token) {
+                return respond(io, head, status: 401,
+                               text: "a token is required: add ?token=TOKEN, send Authorization: Bearer TOKEN, or use it as the Basic-auth password",
+                               extra: [("WWW-Authenticate", "Basic realm=\"cloudsync\", charset=\"UTF-8\"")])
+            }
+        } else if !Self.isLoopbackHost(head.header("Host")) {
+            // DNS rebinding: a web page whose name now resolves to 127.0.0.1 must not read the library.
+            return respond(io, head, status: 403, text: "serve without --token answers only requests addressed to 127.0.0.1, [::1] or "
+                + "localhost; start it with --token to reach it by another name")
         }
-        let path = head.path
+        if isDAV {
+            return dav(io, head, body: body, encoded: path.dropFirst("/dav".count), state: &state)
+        }
         do {
             if path == "/" || path == "/index.html" {
                 let entries = try cache.entries()
@@ -72,10 +84,14 @@ extension TrackServer {
                 return respond(io, head, status: 200, body: Array(html.utf8), type: "text/html; charset=utf-8")
             }
             if path == "/playlist.m3u" {
-                return try playlist(io, head, query: query)
+                return try playlist(io, head, query: query, baseURL: state.baseURL)
             }
             if path.hasPrefix("/tracks/") {
-                return track(io, head, encoded: path.dropFirst("/tracks/".count), state: &state)
+                switch TrackPaths.parse(afterPrefix: path.dropFirst("/tracks/".count)) {
+                case .malformed: return respond(io, head, status: 400, text: "malformed percent-encoding in the path")
+                case .refused: return respond(io, head, status: 404, text: "no such track")
+                case .track(let remote, let path): return track(io, head, remote: remote, path: path, state: &state)
+                }
             }
             return respond(io, head, status: 404, text: "not found: try / or /playlist.m3u")
         } catch {
@@ -84,13 +100,48 @@ extension TrackServer {
         }
     }
 
-    /// Constant-time comparison of the presented token (query or bearer) with ours.
+    /// Constant-time comparison of the presented token with ours: `?token=`, `Authorization: Bearer TOKEN`, or
+    /// the password of `Authorization: Basic` (any user name), so `http://user:TOKEN@host/dav/` works in players
+    /// that only speak Basic auth.
     func authorized(_ head: RequestHead, query: [(String, String)], token: String) -> Bool {
         var presented: [String] = query.filter { $0.0 == "token" }.map(\.1)
-        if let auth = head.header("Authorization"), auth.lowercased().hasPrefix("bearer ") {
-            presented.append(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        if let auth = head.header("Authorization") {
+            let lower = auth.lowercased()
+            if lower.hasPrefix("bearer ") {
+                presented.append(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+            } else if lower.hasPrefix("basic "),
+                      let decoded = Data(base64Encoded: String(auth.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+                      let pair = String(data: decoded, encoding: .utf8), let colon = pair.firstIndex(of: ":") {
+                presented.append(String(pair[pair.index(after: colon)...]))
+            }
         }
         return presented.contains { Self.constantTimeEqual(Array($0.utf8), Array(token.utf8)) }
+    }
+
+    /// Whether a Host header names this machine's loopback: `localhost`, 127.0.0.0/8 or `[::1]`, with an
+    /// optional port. A request without Host (HTTP/1.0) is not from a browser and passes.
+    static func isLoopbackHost(_ host: String?) -> Bool {
+        guard let host else { return true }
+        let name: Substring, port: Substring
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            name = host[host.index(after: host.startIndex) ..< close]
+            let rest = host[host.index(after: close)...]
+            if rest.isEmpty { port = "" } else {
+                guard rest.hasPrefix(":") else { return false }
+                port = rest.dropFirst()
+            }
+            guard name.contains(":") else { return false }
+        } else {
+            let parts = host.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            name = parts[0]
+            port = parts.count > 1 ? parts[1] : ""
+            if parts.count > 1, port.isEmpty { return false }
+        }
+        guard port.utf8.count <= 5, port.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+        let lower = name.lowercased()
+        if lower == "localhost" || lower == "localhost." { return true }
+        return ListeningSocket.isLoopback(String(name)) && lower != "localhost"
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
@@ -103,7 +154,7 @@ extension TrackServer {
         return diff == 0 && a.count == b.count
     }
 
-    private func playlist(_ io: ConnectionIO, _ head: RequestHead, query: [(String, String)]) throws -> Outcome {
+    private func playlist(_ io: ConnectionIO, _ head: RequestHead, query: [(String, String)], baseURL: String) throws -> Outcome {
         let remote = query.last { $0.0 == "remote" }?.1
         let cachedOnly = query.contains { $0.0 == "cached" && ($0.1 == "1" || $0.1 == "true" || $0.1 == "yes") }
         var entries = try cache.entries(remote: remote)
@@ -111,19 +162,14 @@ extension TrackServer {
             return respond(io, head, status: 404, text: "no remote named '\(remote)' is configured or indexed")
         }
         if cachedOnly { entries = entries.filter { $0.state == .complete } }
-        let text = Playlist.m3u(entries, baseURL: baseURL(host: head.header("Host")), token: options.token)
+        let text = Playlist.m3u(entries, baseURL: baseURL, token: options.token)
         return respond(io, head, status: 200, body: Array(text.utf8), type: "audio/x-mpegurl; charset=utf-8")
     }
 
     // MARK: - Tracks
 
-    private func track(_ io: ConnectionIO, _ head: RequestHead, encoded: Substring, state: inout ConnectionState) -> Outcome {
-        let remote: String, path: String
-        switch TrackPaths.parse(afterPrefix: encoded) {
-        case .malformed: return respond(io, head, status: 400, text: "malformed percent-encoding in the path")
-        case .refused: return respond(io, head, status: 404, text: "no such track")
-        case .track(let r, let p): (remote, path) = (r, p)
-        }
+    /// GET/HEAD of one indexed track (from `/tracks/` or the WebDAV face), with Range.
+    func track(_ io: ConnectionIO, _ head: RequestHead, remote: String, path: String, state: inout ConnectionState) -> Outcome {
         let entry: CacheEntryInfo
         do {
             guard let found = try cache.entry(remote: remote, path: path) else {
@@ -196,7 +242,7 @@ extension TrackServer {
             if io.peerClosed() { return Outcome(status: 499, keepAlive: false, aborted: true) }
             return respond(io, head, status: 504, text: "the cloud did not deliver the first byte in time; try again")
         }
-        first = first.lowerBound ..< min(first.upperBound, first.lowerBound + Self.sendBlock)
+        first = first.lowerBound ..< min(first.upperBound, saturatingAdd(first.lowerBound, Self.sendBlock))
         let firstData: Data
         do {
             firstData = try source.read(first)
@@ -210,7 +256,7 @@ extension TrackServer {
         while position < body.upperBound {
             let next: Range<Int64>
             do {
-                next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, position + Self.sendBlock),
+                next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
                                         timeout: options.stallTimeout)
                 if next.isEmpty {
                     logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout) or the client left; closing the response")
@@ -223,6 +269,10 @@ extension TrackServer {
                     return outcome
                 }
                 outcome.bytes += Int64(data.count)
+            } catch let offline as RemoteOffline {
+                logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)")
+                outcome.aborted = true
+                return outcome
             } catch {
                 logger.warning("serve: \(remote):\(path) stopped mid-response: \(error)")
                 outcome.aborted = true
@@ -274,17 +324,20 @@ extension TrackServer {
         if error is UnavailableError {
             return respond(io, head, status: 503, text: String(describing: error))
         }
+        if let offline = error as? RemoteOffline {
+            return respond(io, head, status: 503, text: offline.description, extra: [("Retry-After", String(offline.retryAfter))])
+        }
         logger.warning("serve: \(context): \(error)")
         return respond(io, head, status: 502, text: "fetching \(context) from the cloud failed: \(error)")
     }
 
     // MARK: - Writing
 
-    private func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, text: String, extra: [(String, String)] = []) -> Outcome {
+    func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, text: String, extra: [(String, String)] = []) -> Outcome {
         respond(io, head, status: status, body: Array((text + "\n").utf8), type: "text/plain; charset=utf-8", extra: extra)
     }
 
-    private func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, body: [UInt8], type: String?,
+    func respond(_ io: ConnectionIO, _ head: RequestHead, status: Int, body: [UInt8], type: String?,
                          extra: [(String, String)] = []) -> Outcome {
         var headers = extra
         if let type { headers.append(("Content-Type", type)) }

@@ -41,13 +41,13 @@ enum IndexPage {
         for remote in remotes {
             let rows = byRemote[remote] ?? []
             let cached = rows.filter { $0.state == .complete }.count
-            out += "<h2>\(escape(remote))</h2>\n<p>\(rows.count) tracks, \(cached) cached"
-            if let why = unavailable[remote] { out += "; missing bytes cannot be fetched: \(escape(why))" }
+            out += "<h2>\(Markup.escape(remote))</h2>\n<p>\(rows.count) tracks, \(cached) cached"
+            if let why = unavailable[remote] { out += "; missing bytes cannot be fetched: \(Markup.escape(why))" }
             out += "</p>\n<table>\n<tr><th>state</th><th>size</th><th>track</th></tr>\n"
             for row in rows {
                 let href = TrackPaths.urlPath(remote: row.remote, path: row.path) + suffix
-                out += "<tr><td>\(escape(state(row)))</td><td>\(escape(ByteSize.format(row.file.size)))</td>"
-                out += "<td><a href=\"\(escape(href))\">\(escape(row.path))</a></td></tr>\n"
+                out += "<tr><td>\(Markup.escape(state(row)))</td><td>\(Markup.escape(ByteSize.format(row.file.size)))</td>"
+                out += "<td><a href=\"\(Markup.escape(href))\">\(Markup.escape(row.path))</a></td></tr>\n"
             }
             out += "</table>\n"
         }
@@ -65,10 +65,15 @@ enum IndexPage {
         }
     }
 
-    /// Escapes `& < > " '` for text and attribute values.
+}
+
+/// Escaping shared by the HTML index and WebDAV's XML.
+enum Markup {
+    /// Escapes `& < > " '` for text and attribute values of HTML and XML; characters neither can carry (controls
+    /// but tab, DEL, U+FFFE, U+FFFF) become U+FFFD.
     static func escape(_ text: String) -> String {
         var out = ""
-        out.reserveCapacity(text.count)
+        out.reserveCapacity(text.utf8.count)
         for ch in text.unicodeScalars {
             switch ch {
             case "&": out += "&amp;"
@@ -76,7 +81,10 @@ enum IndexPage {
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&#39;"
-            default: out.unicodeScalars.append(ch.value < 0x20 && ch != "\t" || ch.value == 0x7F ? "\u{FFFD}" : ch)
+            default:
+                let v = ch.value
+                let legal = v == 0x9 || (v >= 0x20 && v != 0x7F && v != 0xFFFE && v != 0xFFFF)
+                out.unicodeScalars.append(legal ? ch : "\u{FFFD}")
             }
         }
         return out

@@ -146,6 +146,36 @@ struct ConnectionIO {
         return p.revents & (rdhup | Int16(POLLHUP) | Int16(POLLERR)) != 0
     }
 
+    /// `http://ADDRESS:PORT` of the local end of this connection (the address the client connected to), for
+    /// URLs in playlists: never taken from the request's Host, which a rebinding page controls.
+    func localBaseURL() -> String? {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard ok == 0 else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let family = storage.ss_family
+        return withUnsafePointer(to: &storage) { pointer -> String? in
+            if family == sa_family_t(AF_INET) {
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                    var address = v4.pointee.sin_addr
+                    guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
+                    return "http://\(String(cString: text)):\(UInt16(bigEndian: v4.pointee.sin_port))"
+                }
+            }
+            if family == sa_family_t(AF_INET6) {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                    var address = v6.pointee.sin6_addr
+                    guard inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil else { return nil }
+                    return "http://[\(String(cString: text))]:\(UInt16(bigEndian: v6.pointee.sin6_port))"
+                }
+            }
+            return nil
+        }
+    }
+
     func configure(sendTimeout: Duration) {
         var tv = timeval(tv_sec: Int(sendTimeout.components.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))

@@ -16,21 +16,25 @@ public enum TrackPaths {
 
     /// Percent-encodes everything but RFC 3986 unreserved characters (and `/` when `keepingSlash`).
     public static func encode(_ text: String, keepingSlash: Bool) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count + 16)
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "A") ... UInt8(ascii: "Z"), UInt8(ascii: "a") ... UInt8(ascii: "z"), UInt8(ascii: "0") ... UInt8(ascii: "9"),
                  UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
+                out.append(byte)
             case UInt8(ascii: "/") where keepingSlash:
-                out.append("/")
+                out.append(byte)
             default:
-                out += String(format: "%%%02X", byte)
+                out.append(UInt8(ascii: "%"))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0x0F)])
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     /// Decodes `%XX` escapes (strictly: two hex digits) into UTF-8; nil for a bad escape or invalid UTF-8.
     /// `+` stays `+` (paths, not forms) unless `plusIsSpace`.
@@ -113,10 +117,19 @@ enum TrackMetadata {
     /// `application/octet-stream`.
     static func contentType(for file: RemoteFile) -> String {
         if let mime = file.mimeType, mime.lowercased().hasPrefix("audio/"), isSafeHeaderValue(mime) { return mime }
-        let ext = (file.path as NSString).pathExtension.lowercased()
+        let ext = extensionOf(file.path)
         if let known = types[ext] { return known }
         if let mime = file.mimeType, !mime.isEmpty, isSafeHeaderValue(mime) { return mime }
         return "application/octet-stream"
+    }
+
+    /// The lowercased extension of the last path component ("" without one), read byte-wise: listings call this
+    /// for every file.
+    static func extensionOf(_ path: String) -> String {
+        let bytes = path.utf8
+        let leafStart = bytes.lastIndex(of: UInt8(ascii: "/")).map { bytes.index(after: $0) } ?? bytes.startIndex
+        guard let dot = bytes[leafStart...].lastIndex(of: UInt8(ascii: ".")), dot != leafStart else { return "" }
+        return String(decoding: bytes[bytes.index(after: dot)...], as: UTF8.self).lowercased()
     }
 
     /// A strong ETag from the fingerprint (size, modified seconds, revision): changes whenever cached bytes would
@@ -131,15 +144,38 @@ enum TrackMetadata {
         return "\"cs-\(String(f.size, radix: 16))-\(String(hash, radix: 16))\""
     }
 
-    /// IMF-fixdate (RFC 9110 §5.6.7).
+    /// IMF-fixdate (RFC 9110 §5.6.7), e.g. `Tue, 14 Nov 2023 22:13:20 GMT`. Dates outside years 0–9999 are
+    /// clamped into them (a hostile listing may hold any date).
     static func httpDate(_ date: Date) -> String {
-        var t = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&t, &parts)
+        let parts = utc(date)
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        return String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(parts.tm_wday)], parts.tm_mday,
-                      months[Int(parts.tm_mon)], parts.tm_year + 1900, parts.tm_hour, parts.tm_min, parts.tm_sec)
+        return days[Int(parts.tm_wday)] + ", " + digits(parts.tm_mday, 2) + " " + months[Int(parts.tm_mon)] + " "
+            + digits(parts.tm_year + 1900, 4) + " " + digits(parts.tm_hour, 2) + ":" + digits(parts.tm_min, 2) + ":"
+            + digits(parts.tm_sec, 2) + " GMT"
+    }
+
+    /// RFC 3339 in UTC, e.g. `2023-11-14T22:13:20Z` (WebDAV's `creationdate`).
+    static func iso8601(_ date: Date) -> String {
+        let parts = utc(date)
+        return digits(parts.tm_year + 1900, 4) + "-" + digits(parts.tm_mon + 1, 2) + "-" + digits(parts.tm_mday, 2) + "T"
+            + digits(parts.tm_hour, 2) + ":" + digits(parts.tm_min, 2) + ":" + digits(parts.tm_sec, 2) + "Z"
+    }
+
+    /// `date` broken down in UTC, its seconds clamped to years 0000–9999.
+    private static func utc(_ date: Date) -> tm {
+        let seconds = date.timeIntervalSince1970
+        let clamped = seconds.isFinite ? min(max(seconds, -62_167_219_200), 253_402_300_799) : 0
+        var t = time_t(clamped.rounded(.down))
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return parts
+    }
+
+    /// `value` in decimal, zero-padded to `width` digits (non-negative values).
+    private static func digits(_ value: Int32, _ width: Int) -> String {
+        let text = String(max(0, value))
+        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
     }
 
     /// Whether an `If-Range` value still names this version: the strong ETag, or exactly the Last-Modified date.

@@ -45,15 +45,30 @@ public struct ServerOptions: Sendable {
         self.limits = limits
     }
 
+    /// Fewest characters a token may have: guessing it must be out of reach.
+    public static let minimumTokenLength = 16
+
     /// Throws `.usage` when a non-loopback address is bound without a token, or the token is unusable.
     public func validate() throws {
-        if let token, token.isEmpty || !token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) {
-            throw ServerError(.usage, "--token must be non-empty visible ASCII without spaces")
+        if let token {
+            if token.isEmpty || !token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) {
+                throw ServerError(.usage, "--token must be visible ASCII without spaces")
+            }
+            if token.count < Self.minimumTokenLength {
+                throw ServerError(.usage, "--token must have at least \(Self.minimumTokenLength) characters (it has \(token.count)); "
+                    + "make one with `openssl rand -hex 16` and pass it as env:VAR or file:PATH")
+            }
         }
         if !ListeningSocket.isLoopback(bind), token == nil {
             throw ServerError(.usage, "binding \(bind) exposes the cache beyond this machine: give --token (a long random string) "
                 + "so every request must carry it, or bind 127.0.0.1")
         }
+    }
+
+    /// The bound address as it goes into a URL: IPv6 in brackets (given with or without them).
+    public var urlHost: String {
+        let bare = bind.hasPrefix("[") && bind.hasSuffix("]") ? String(bind.dropFirst().dropLast()) : bind
+        return bare.contains(":") ? "[\(bare)]" : bare
     }
 }
 
@@ -102,7 +117,7 @@ public final class TrackServer: Sendable {
         let thread = Thread { [self] in acceptLoop(socket) }
         thread.name = "serve-accept"
         thread.start()
-        logger.info("serve: listening on \(baseURL(host: nil))")
+        logger.info("serve: listening on \(boundURL)/")
         return socket.port
     }
 
@@ -116,16 +131,8 @@ public final class TrackServer: Sendable {
         connections.withLock { set in for fd in set { shutdown(fd, Int32(SHUT_RDWR)) } }
     }
 
-    /// `http://host:port` for URLs in playlists: the request's Host when it is a plain host[:port], else the
-    /// bound address.
-    func baseURL(host: String?) -> String {
-        if let host, !host.isEmpty, host.utf8.count <= 255,
-           host.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) && $0.isASCII || ".-:[]".unicodeScalars.contains($0) }) {
-            return "http://\(host)"
-        }
-        let address = options.bind.contains(":") ? "[\(options.bind)]" : options.bind
-        return "http://\(address):\(port)"
-    }
+    /// `http://ADDRESS:PORT` of the bound socket (for the log; playlists use the connection's local address).
+    var boundURL: String { "http://\(options.urlHost):\(port)" }
 
     // MARK: - Connections
 
@@ -172,7 +179,7 @@ public final class TrackServer: Sendable {
     private func serve(connection fd: Int32) {
         let io = ConnectionIO(fd: fd)
         io.configure(sendTimeout: options.sendTimeout)
-        var session = ConnectionState()
+        var session = ConnectionState(baseURL: io.localBaseURL() ?? boundURL)
         defer { session.stream?.close() }
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
@@ -206,8 +213,25 @@ public final class TrackServer: Sendable {
                 return
             }
             buffer.removeFirst(end)
+            // The body (a PROPFIND document), at most `limits.maxBodyBytes`.
+            if head.contentLength > 0 {
+                if buffer.count < head.contentLength,
+                   head.header("Expect").map({ ASCII.equalsIgnoringCase($0, "100-continue") }) == true,
+                   !io.send(ResponseHead(status: 100).serializedInterim()) { return }
+                while buffer.count < head.contentLength {
+                    switch io.read(into: &chunk, deadline: deadline) {
+                    case .data(let n): buffer += chunk[0 ..< n]
+                    case .timeout:
+                        respondError(io, RequestError(status: 408, reason: "request body not received in time"), path: "-")
+                        return
+                    case .closed, .failed: return
+                    }
+                }
+            }
+            let body = Array(buffer.prefix(head.contentLength))
+            buffer.removeFirst(body.count)
             let started = ContinuousClock.now
-            let outcome = handle(head, io: io, state: &session)
+            let outcome = handle(head, body: body, io: io, state: &session)
             let ms = Double((ContinuousClock.now - started).components.attoseconds) / 1e15
                 + Double((ContinuousClock.now - started).components.seconds) * 1000
             logger.info("serve: \(head.method) \(Self.loggable(head.path)) \(outcome.status) \(outcome.bytes) B \(String(format: "%.1f", ms)) ms\(outcome.aborted ? " (aborted)" : "")")
@@ -232,6 +256,8 @@ public final class TrackServer: Sendable {
 /// What a connection keeps between requests: the stream of the track it reads, so read-ahead continues across
 /// a player's successive range requests and is cancelled when the connection closes.
 struct ConnectionState {
+    /// `http://ADDRESS:PORT` the client connected to, for URLs in playlists and listings.
+    var baseURL: String
     var stream: (any ByteSource)?
     var key: String?
 }

@@ -26,6 +26,15 @@ import Testing
         ("items=0-1", 1000, .whole),
         ("bytes=99999999999999999999-", 1000, .whole),
         ("bytes=+5-9", 1000, .whole),
+        // A hostile size in the index (Int64.max): nothing overflows.
+        ("bytes=-1", .max, .partial(.max - 1 ..< .max)),
+        ("bytes=9223372036854775806-", .max, .partial(.max - 1 ..< .max)),
+        ("bytes=0-9223372036854775807", .max, .partial(0 ..< .max)),
+        ("bytes=9223372036854775807-", .max, .unsatisfiable),
+        ("bytes=9223372036854775808-", 1000, .whole),
+        ("bytes=5-9223372036854775807", 1000, .partial(5 ..< 1000)),
+        ("bytes=-9223372036854775807", 1000, .partial(0 ..< 1000)),
+        ("bytes=0-0", -1, .unsatisfiable),
     ]
 
     @Test(arguments: cases.indices)
@@ -57,7 +66,9 @@ import Testing
         ("GET /x HTTP/1.1\r\nHost: a\u{01}\r\n\r\n", 400),
         ("GET /x\u{0} HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         ("GET /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
-        ("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", 413),
+        ("PROPFIND /x HTTP/1.1\r\nHost: a\r\nContent-Length: 65537\r\n\r\n", 413),
+        ("PROPFIND /x HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n", 400),
+        ("PROPFIND /x HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400),
         ("GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400),
         ("GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n", 400),
         ("GET /\(String(repeating: "a", count: 5000)) HTTP/1.1\r\nHost: a\r\n\r\n", 414),
@@ -154,7 +165,8 @@ import Testing
     }
 
     @Test func htmlEscapesEverything() {
-        #expect(IndexPage.escape("<script>alert('x')</script> & \"q\"") == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
+        #expect(Markup.escape("<script>alert('x')</script> & \"q\"") == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
+        #expect(Markup.escape("a\u{1}b\u{FFFE}c\td") == "a\u{FFFD}b\u{FFFD}c\td", "characters XML cannot carry")
     }
 
     @Test func constantTimeTokenComparison() {
@@ -187,5 +199,47 @@ import Testing
         #expect(!ListeningSocket.isLoopback("::"))
         #expect(throws: ServerError.self) { try ServerOptions(bind: "0.0.0.0").validate() }
         #expect(throws: Never.self) { try ServerOptions(bind: "0.0.0.0", token: "long-random-token").validate() }
+    }
+}
+
+@Suite struct HostHeaderTests {
+    static let cases: [(String?, Bool)] = [
+        (nil, true), ("127.0.0.1", true), ("127.0.0.1:8765", true), ("127.1.2.3:80", true), ("localhost", true),
+        ("LocalHost:8765", true), ("localhost.", true), ("[::1]", true), ("[::1]:8765", true),
+        ("evil.example", false), ("evil.example:8765", false), ("127.0.0.1.evil.example", false), ("localhost.evil", false),
+        ("10.0.0.1", false), ("0.0.0.0", false), ("[::2]:8765", false), ("[::ffff:127.0.0.1]", false), ("127.0.0.1:", false),
+        ("127.0.0.1:80:80", false), ("127.0.0.1:x", false), ("[::1", false), ("[::1]x", false), ("", false), ("::1", false),
+        ("0x7f000001", false), ("2130706433", false),
+    ]
+
+    @Test(arguments: cases.indices)
+    func loopbackHost(_ i: Int) {
+        let (host, expected) = Self.cases[i]
+        #expect(TrackServer.isLoopbackHost(host) == expected, "Host: \(host ?? "nil")")
+    }
+}
+
+@Suite struct ServerOptionsTests {
+    @Test func tokensMustBeLongAndVisible() {
+        #expect(throws: ServerError.self) { try ServerOptions(bind: "0.0.0.0", token: "x").validate() }
+        #expect(throws: ServerError.self) { try ServerOptions(bind: "127.0.0.1", token: "fifteen-chars-x").validate() }
+        #expect(throws: ServerError.self) { try ServerOptions(bind: "127.0.0.1", token: "sixteen chars ok").validate() }
+        #expect(throws: ServerError.self) { try ServerOptions(bind: "0.0.0.0").validate() }
+        #expect(throws: Never.self) { try ServerOptions(bind: "0.0.0.0", token: "0123456789abcdef").validate() }
+        #expect(throws: Never.self) { try ServerOptions(bind: "[::1]").validate() }
+    }
+
+    @Test func boundAddressInURLs() {
+        #expect(ServerOptions(bind: "[::1]").urlHost == "[::1]")
+        #expect(ServerOptions(bind: "::1").urlHost == "[::1]")
+        #expect(ServerOptions(bind: "127.0.0.1").urlHost == "127.0.0.1")
+    }
+}
+
+@Suite struct ContentTypeTests {
+    @Test(arguments: [("A/b.MP3", "mp3"), ("a.b/c.flac", "flac"), ("a.b/c", ""), ("noext", ""), ("A/.hidden", ""), ("x.", ""),
+                      ("Ёлка/東京 🎵.Opus", "opus"), ("a/b.tar.gz", "gz")])
+    func extensionIsReadFromTheLastComponent(_ path: String, _ ext: String) {
+        #expect(TrackMetadata.extensionOf(path) == ext, "\(path)")
     }
 }

@@ -90,4 +90,36 @@ import WebDAV
         #expect(try reader.read(head) == source.subdata(in: Int(head.lowerBound) ..< Int(head.upperBound)))
         reader.close()
     }
+
+    /// With the cloud stopped, ffprobe and ffmpeg on a head-only MP3 (its ID3v1 tag at the end is missing):
+    /// the tail read gets a 503 at once instead of a 60 s wait, and the head still decodes.
+    @Test func ffmpegOnAHeadOnlyTrackWithTheCloudStoppedAnswersAtOnce() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-player-offline")
+        let album = dir.file("library/Album")
+        try FileManager.default.createDirectory(at: album, withIntermediateDirectories: true)
+        let (made, _) = try Self.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=20", "-ac", "2",
+                                                "-ar", "44100", "-c:a", "libmp3lame", "-b:a", "128k", "-write_id3v1", "1",
+                                                "-metadata", "title=Tone", album.appendingPathComponent("tone.mp3").path])
+        #expect(made == 0)
+        let head = 64 << 10
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        fake.stop()
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        let url = "http://127.0.0.1:\(port)/tracks/lib/Album/tone.mp3"
+        let tail = try await offPool { try RawClient(port: port).get("/tracks/lib/Album/tone.mp3", headers: ["Range: bytes=-128"]) }
+        #expect(tail.status == 503, "the ID3v1 tag is not cached and the cloud is gone: \(String(decoding: tail.body, as: UTF8.self))")
+
+        let ((probed, output), probeSeconds) = try await offPool {
+            try timed { try Self.run("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", url], timeout: 90) }
+        }
+        #expect(probeSeconds < 20, "ffprobe took \(probeSeconds) s")
+        let ((decoded, _), decodeSeconds) = try await offPool {
+            try timed { try Self.run("ffmpeg", ["-v", "error", "-i", url, "-t", "2", "-f", "null", "-"], timeout: 90) }
+        }
+        #expect(decoded == 0, "the head (4 s of audio) decodes")
+        #expect(decodeSeconds < 20, "ffmpeg took \(decodeSeconds) s")
+        print("player-offline: ffprobe exit \(probed) ('\(output.trimmingCharacters(in: .whitespacesAndNewlines))') in "
+            + "\(String(format: "%.2f", probeSeconds)) s; ffmpeg -t 2 exit \(decoded) in \(String(format: "%.2f", decodeSeconds)) s")
+    }
 }

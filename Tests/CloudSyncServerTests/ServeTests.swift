@@ -89,7 +89,8 @@ import TestSupport
         #expect(try await eventually { bodies.withLock { $0.count } == 2 })
         #expect(bodies.withLock { $0.allSatisfy { $0 == data } })
         #expect(f.origin.bytes("song.mp3") == data.count, "each byte fetched once")
-        #expect(f.origin.gets("song.mp3") == (data.count + (256 << 10) - 1) / (256 << 10))
+        // GETs grow from one block (64 KiB) to a chunk (256 KiB here) as the clients read on.
+        #expect(f.origin.gets("song.mp3") <= (data.count + (256 << 10) - 1) / (256 << 10) + 4, "\(f.origin.gets("song.mp3")) GETs")
         #expect(try await eventually { try f.cache.entry(remote: "music", path: "song.mp3")?.state == .complete })
         #expect(FileManager.default.contentsEqual(atPath: f.cache.tracksURL.appendingPathComponent("music/song.mp3").path,
                                                  andPath: { let u = f.directory.file("expected"); try? data.write(to: u); return u.path }()))
@@ -135,28 +136,30 @@ import TestSupport
         try f.cacheCompletely("ok.mp3")
         let long = String(repeating: "a", count: 5000)
         let table: [(String, Int)] = [
-            ("GET /tracks/music/../../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music/%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music/..%5C..%5Cetc%5Cpasswd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music/ok.mp3%00.txt HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/%2e%2e/ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music//etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music/./ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /tracks/music/\(long) HTTP/1.1\r\nHost: x\r\n\r\n", 414),
-            ("GET /tracks/music/%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-            ("GET /tracks/other/ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-            ("POST /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-            ("DELETE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-            ("GET /tracks/music/ok.mp3 HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+            ("GET /tracks/music/../../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music/%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music/..%5C..%5Cetc%5Cpasswd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music/ok.mp3%00.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/%2e%2e/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music//etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music/./ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /tracks/music/\(long) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414),
+            ("GET /tracks/music/%zz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
+            ("GET /tracks/other/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("GET /../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+            ("POST /tracks/music/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 405),
+            ("DELETE / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 405),
+            ("GET /tracks/music/ok.mp3 HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505),
             ("GET /tracks/music/ok.mp3 HTTP/1.1\r\n\r\n", 400),
             ("HELLO\r\n\r\n", 400),
-            ("GET /x\u{1} HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 9000))\r\n\r\n", 431),
-            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
-            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789", 413),
+            ("GET /x\u{1} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 9000))\r\n\r\n", 431),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 70000\r\n\r\n0123456789", 413),
+            // A small body is read and ignored by GET (WebDAV clients send bodies; PROPFIND reads them).
+            ("GET /tracks/music/ok.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n0123456789", 200),
         ]
         let c = Checks()
         try await offPool {
@@ -169,7 +172,7 @@ import TestSupport
             }
             // A raw NUL in the request line.
             let nul = try RawClient(port: f.server.port)
-            nul.send(Array("GET /tracks/music/ok".utf8) + [0] + Array(".mp3 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            nul.send(Array("GET /tracks/music/ok".utf8) + [0] + Array(".mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
             c.expect(try nul.readResponse().status == 400)
             // Still serving.
             let ok = try RawClient(port: f.server.port).get("/tracks/music/ok.mp3")
@@ -189,7 +192,7 @@ import TestSupport
             var clients: [RawClient] = []
             for _ in 0 ..< 200 { clients.append(try RawClient(port: f.server.port)) }
             for (i, client) in clients.enumerated() {
-                client.send("GET /tracks/music/x.mp3 HTTP/1.1\r\nHost: h\r\nRange: bytes=\(i * 1000)-\(i * 1000 + 1999)\r\n\r\n")
+                client.send("GET /tracks/music/x.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=\(i * 1000)-\(i * 1000 + 1999)\r\n\r\n")
             }
             for (i, client) in clients.enumerated() {
                 let r = try client.readResponse()
@@ -221,7 +224,7 @@ import TestSupport
         try await offPool {
             for _ in 0 ..< 5 {
                 let client = try RawClient(port: f.server.port)
-                client.send("GET /tracks/music/big.wav HTTP/1.1\r\nHost: h\r\n\r\n")
+                client.send("GET /tracks/music/big.wav HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 var chunk = [UInt8](repeating: 0, count: 1000)
                 _ = recv(client.fd, &chunk, chunk.count, 0)
             }
@@ -265,9 +268,9 @@ import TestSupport
             c.expect(all == """
             #EXTM3U
             #EXTINF:-1,one
-            http://127.0.0.1/tracks/music/A/one.mp3
+            http://127.0.0.1:\(f.server.port)/tracks/music/A/one.mp3
             #EXTINF:-1,<b>&"two"
-            http://127.0.0.1/tracks/music/B/%3Cb%3E%26%22two%22.flac
+            http://127.0.0.1:\(f.server.port)/tracks/music/B/%3Cb%3E%26%22two%22.flac
 
             """)
             let cached = String(decoding: try RawClient(port: f.server.port).get("/playlist.m3u?cached=1&remote=music").body, as: UTF8.self)

@@ -169,7 +169,8 @@ final class Fixture: Sendable {
 }
 
 /// A blocking HTTP/1.1 client over one socket, for exact control of what is sent. Reads are bounded (10 s).
-final class RawClient {
+/// Used by one thread at a time (it may be handed to a reading thread), hence `@unchecked Sendable`.
+final class RawClient: @unchecked Sendable {
     let fd: Int32
     private var buffer: [UInt8] = []
 
@@ -213,6 +214,27 @@ final class RawClient {
 
     /// Reads one response (Content-Length framing). Throws when the connection closes first.
     func readResponse(bodyless: Bool = false) throws -> Response {
+        let (status, headers) = try readHead()
+        let length = bodyless ? 0 : Int(headers["content-length"] ?? "0") ?? 0
+        while buffer.count < length { try fill() }
+        let body = Data(buffer[0 ..< length])
+        buffer.removeFirst(length)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    /// Reads one response's head, then its body until Content-Length bytes arrived or the server closed the
+    /// connection (a body cut short comes back short).
+    func readResponseUntilCut() throws -> Response {
+        let (status, headers) = try readHead()
+        let length = Int(headers["content-length"] ?? "0") ?? 0
+        while buffer.count < length, (try? fill()) != nil {}
+        let body = Data(buffer.prefix(length))
+        buffer.removeFirst(body.count)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    /// Reads a response head: its status and its header fields (names lowercased).
+    private func readHead() throws -> (Int, [String: String]) {
         var end: Int?
         while end == nil {
             if let i = find([13, 10, 13, 10]) { end = i + 4; break }
@@ -227,11 +249,7 @@ final class RawClient {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        let length = bodyless ? 0 : Int(headers["content-length"] ?? "0") ?? 0
-        while buffer.count < length { try fill() }
-        let body = Data(buffer[0 ..< length])
-        buffer.removeFirst(length)
-        return Response(status: status, headers: headers, body: body)
+        return (status, headers)
     }
 
     /// Reads until the server closes; returns what arrived.

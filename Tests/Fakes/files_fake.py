@@ -11,7 +11,8 @@ line. It stops when its stdin closes, so a crashed test leaves nothing behind.
 
 Faults (a JSON list on the command line, or POST /_faults with the same JSON to replace them) are rules
 applied to GETs of files, first match wins. Each rule: {"path": substring of the decoded path or omitted
-for any file, "count": answers it applies to (default 1, -1 = forever), "kind": ...} where kind is
+for any file, "count": answers it applies to (default 1, -1 = forever), "from": only GETs whose Range
+starts at or after this byte (omitted: any GET), "kind": ...} where kind is
   "none"          serve normally (with a count: lets that many answers through before the rules after it)
   "status"        answer `status` (e.g. 429, 503, 401, 404) with `retry_after` as Retry-After when set
   "cut"           send the head and `after` bytes of the body, then close the connection
@@ -68,14 +69,17 @@ class State:
         self.active = 0
         self.max_active = 0
 
-    def take_fault(self, path, propfind=False):
-        """The first rule matching `path`, with its count consumed; None when no rule applies. Rules of kind
-        "propfind_status" apply to PROPFINDs only, every other kind to GETs only."""
+    def take_fault(self, path, propfind=False, start=0):
+        """The first rule matching `path` (and, for rules with "from", a GET whose Range starts at `start` or
+        later), with its count consumed; None when no rule applies. Rules of kind "propfind_status" apply to
+        PROPFINDs only, every other kind to GETs only."""
         with self.lock:
             for rule in self.faults:
                 if (rule.get("kind") == "propfind_status") != propfind:
                     continue
                 if rule.get("path") and rule["path"] not in path:
+                    continue
+                if "from" in rule and start < rule["from"]:
                     continue
                 count = rule.get("count", 1)
                 if count == 0:
@@ -223,7 +227,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(404)
         if s.args.delay:
             time.sleep(s.args.delay / 1000)
-        fault = s.take_fault(rel) or {}
+        asked = re.match(r"bytes=(\d+)-", self.headers.get("Range", ""))
+        fault = s.take_fault(rel, start=int(asked.group(1)) if asked else 0) or {}
         kind = fault.get("kind")
         if kind == "status":
             status = fault["status"]

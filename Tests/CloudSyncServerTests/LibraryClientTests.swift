@@ -1,0 +1,200 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TestSupport
+
+/// Players and tools that keep a library browse serve's WebDAV face: a real mpd (Debian package) and rclone.
+@Suite(.serialized) struct LibraryClientTests {
+    /// Runs `program` (on PATH) to its end; fails the test after `timeout` seconds. Returns status and stdout.
+    static func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil,
+                    timeout: TimeInterval = 120) throws -> (Int32, String) {
+        guard let path = which(program) else {
+            throw TestSupportError("\(program) is not installed; scripts/install-deps.sh installs it (Debian package \(program))")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.standardError
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            throw TestSupportError("\(program) \(arguments.prefix(2)) did not finish within \(Int(timeout)) s")
+        }
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Tracks made with ffmpeg: an MP3 (ID3v2 + Xing header), a FLAC and an Ogg Vorbis file, 3 minutes each (a
+    /// player's input buffer — mpd's curl input keeps up to 512 KiB — must be smaller than a track, as for music).
+    static func makeLibrary(in root: URL) throws -> [String: Data] {
+        // (Vorbis shrinks a sine to 460 KB, less than mpd's buffer: its track is pink noise, about 2 MB.)
+        let tracks: [(String, String, [String])] = [
+            ("Artist/Album One/01 Tone [A].mp3", "sine=frequency=330:duration=180", ["-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "1"]),
+            ("Artist/Album One/02 Ёлка & 東京.flac", "sine=frequency=440:duration=180", ["-c:a", "flac"]),
+            ("Другой/Альбом/03 emoji 🎵.ogg", "anoisesrc=duration=180:color=pink:amplitude=0.2:seed=17", ["-c:a", "libvorbis", "-q:a", "2"]),
+        ]
+        var contents: [String: Data] = [:]
+        for (i, (path, source, codec)) in tracks.enumerated() {
+            let url = root.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let (status, _) = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", source,
+                                                 "-ac", "2", "-ar", "44100"] + codec
+                                                 + ["-metadata", "title=Track \(i + 1)", "-metadata", "artist=Tester", url.path])
+            guard status == 0 else { throw TestSupportError("ffmpeg could not make \(path)") }
+            contents[path] = try Data(contentsOf: url)
+        }
+        return contents
+    }
+
+    /// mpd's library is serve's WebDAV face over a cache holding only the first 128 KiB of each track: the scan
+    /// lists every track with its duration without downloading tracks, and `mpc play` plays.
+    @Test func mpdScansAHeadOnlyLibraryAndPlays() async throws {
+        guard which("mpd") != nil, which("mpc") != nil else {
+            throw TestSupportError("mpd and mpc are not installed; scripts/install-deps.sh installs them (Debian packages mpd, mpc)")
+        }
+        let dir = try TemporaryDirectory(prefix: "cloudsync-mpd")
+        let contents = try Self.makeLibrary(in: dir.file("library"))
+        let head = 128 << 10
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        defer { fake.stop() }
+        try fake.setFaults("[]")
+        try fake.reset()
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+
+        let mpdPort = try Self.freePort()
+        try FileManager.default.createDirectory(at: dir.file("mpd/cache"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: dir.file("mpd/playlists"), withIntermediateDirectories: true)
+        let config = """
+            music_directory "http://127.0.0.1:\(port)/dav/lib/"
+            database {
+                plugin "simple"
+                path "\(dir.file("mpd/db").path)"
+                cache_directory "\(dir.file("mpd/cache").path)"
+            }
+            playlist_directory "\(dir.file("mpd/playlists").path)"
+            pid_file "\(dir.file("mpd/pid").path)"
+            bind_to_address "127.0.0.1"
+            port "\(mpdPort)"
+            auto_update "no"
+            zeroconf_enabled "no"
+            audio_output {
+                type "null"
+                name "null"
+            }
+
+            """
+        try config.write(to: dir.file("mpd/mpd.conf"), atomically: true, encoding: .utf8)
+        let mpd = try ChildProcess("mpd", ["--no-daemon", "--stderr", dir.file("mpd/mpd.conf").path])
+        defer { mpd.stop() }
+        let mpc = { @Sendable (arguments: [String]) throws -> (Int32, String) in
+            try Self.run("mpc", ["-h", "127.0.0.1", "-p", String(mpdPort)] + arguments, timeout: 120)
+        }
+        var ready = false
+        for _ in 0 ..< 200 where !ready {
+            ready = (try? mpc(["status"]).0) == 0
+            if !ready { usleep(50_000) }
+        }
+        #expect(ready, "mpd did not start")
+
+        let (updated, _) = try await offPool { try mpc(["--wait", "update"]) }
+        #expect(updated == 0)
+        let (_, listing) = try await offPool { try mpc(["-f", "%file%\t%time%", "listall"]) }
+        var durations: [String: String] = [:]
+        for line in listing.split(separator: "\n") {
+            let parts = line.split(separator: "\t", omittingEmptySubsequences: false)
+            if parts.count == 2 { durations[String(parts[0])] = String(parts[1]) }
+        }
+        #expect(Set(durations.keys) == Set(contents.keys), "mpd listed \(listing)")
+        // mpd 0.23 reports no duration for Ogg Vorbis over WebDAV (the same against `rclone serve webdav`).
+        for (path, time) in durations where !path.hasSuffix(".ogg") {
+            #expect(time == "3:00", "\(path): duration \(time) in \(durations)")
+        }
+        let scan = try fake.log()
+        var scanned: [String: Int64] = [:]
+        for get in scan { scanned[get.path, default: 0] += get.bytes }
+        for (path, data) in contents {
+            let bytes = scanned["/dav/" + path] ?? 0
+            #expect(bytes < Int64(max(1, data.count - head)) / 2, "the scan downloaded \(bytes) bytes of \(path) (\(data.count) bytes)")
+        }
+        let summary = contents.keys.sorted().map { "\($0.split(separator: "/").last ?? ""): \(scanned["/dav/" + $0] ?? 0) of \(contents[$0]?.count ?? 0) B" }
+        print("mpd: update over \(contents.count) head-only tracks (\(head >> 10) KiB each) fetched from the cloud: \(summary.joined(separator: ", "))")
+
+        // Play the MP3: mpd reads it through serve, past its start set.
+        let mp3 = "Artist/Album One/01 Tone [A].mp3"
+        #expect(try mpc(["add", mp3]).0 == 0)
+        #expect(try mpc(["play"]).0 == 0)
+        var playing = false
+        for _ in 0 ..< 200 where !playing {
+            playing = (try? mpc(["status"]).1)?.contains("[playing]") == true
+            if !playing { usleep(50_000) }
+        }
+        #expect(playing, "mpc status: \((try? mpc(["status"]).1) ?? "")")
+        let played = try await eventually(20) { try fake.log().contains { $0.path == "/dav/" + mp3 && $0.bytes > 0 } }
+        #expect(played, "playing fetched nothing past the start set from the cloud")
+        _ = try? mpc(["stop"])
+    }
+
+    /// rclone lists the face with the right sizes and copies a folder byte for byte.
+    @Test func rcloneListsAndCopies() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-rclone")
+        var contents: [String: Data] = [:]
+        var random = SeededRandom(seed: 22)
+        for (path, size) in [("Album/01 one.flac", 700_000), ("Album/02 two #2.flac", 300_000), ("Album/Disc [2]/03 three 50%.mp3", 200_000),
+                             ("Other/Ёж/04 четыре.ogg", 100_000), ("05 top 東京 🎧.mp3", 5_000)] {
+            let url = dir.file("library/\(path)")
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            contents[path] = random.bytes(size)
+            try contents[path]?.write(to: url)
+        }
+        let fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL)
+        #expect(try env.run(["ls", "--remote", "lib"]).status == 0)
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        let rcloneEnv = ["PATH": "/usr/bin:/bin", "HOME": dir.path, "RCLONE_CONFIG": "/dev/null"]
+        let url = "http://127.0.0.1:\(port)/dav/"
+
+        let (listed, json) = try await offPool {
+            try Self.run("rclone", ["lsjson", "-R", "--files-only", "--webdav-url", url, ":webdav:lib"], environment: rcloneEnv)
+        }
+        #expect(listed == 0)
+        let rows = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]] ?? []
+        var sizes: [String: Int] = [:]
+        for row in rows { sizes[row["Path"] as? String ?? ""] = (row["Size"] as? NSNumber)?.intValue }
+        #expect(sizes == contents.mapValues(\.count), "rclone saw \(sizes)")
+
+        let (copied, _) = try await offPool {
+            try Self.run("rclone", ["copy", "--webdav-url", url, ":webdav:lib/Album", dir.file("copy").path], environment: rcloneEnv)
+        }
+        #expect(copied == 0)
+        for (path, data) in contents where path.hasPrefix("Album/") {
+            let local = try? Data(contentsOf: dir.file("copy/" + String(path.dropFirst("Album/".count))))
+            #expect(local == data, "\(path) differs after rclone copy")
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard bound else { throw TestSupportError("no free port") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+}

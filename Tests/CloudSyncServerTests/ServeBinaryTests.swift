@@ -1,0 +1,155 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TestSupport
+
+/// `cloudsync serve` (the built binary) against files_fake.py: the client first, and a fast failure when the
+/// cloud is gone. Byte counts come from the fake's request log; latencies are measured and printed, never
+/// asserted tightly.
+@Suite(.serialized) struct ServeBinaryTests {
+    /// 300 KiB/s: a slow cloud, as in issue #17.
+    static let rate = 300 << 10
+
+    /// A library of `files` (path → size) of seeded bytes under a temporary directory.
+    static func library(_ files: [(String, Int)], in dir: TemporaryDirectory) throws -> [String: Data] {
+        var contents: [String: Data] = [:]
+        var random = SeededRandom(seed: 17)
+        for (path, size) in files {
+            let url = dir.file("library/\(path)")
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let data = random.bytes(size)
+            try data.write(to: url)
+            contents[path] = data
+        }
+        return contents
+    }
+
+    @Test func tailReadAndSeekFetchOnlyWhatTheyAskOnAThrottledCloud() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-tail")
+        let size = 6 << 20
+        let contents = try Self.library([("Album/a.mp3", size), ("Album/b.flac", size)], in: dir)
+        let fake = try await FilesFake(root: dir.file("library"), rate: Self.rate)
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL)
+        let listed = try env.run(["ls", "--remote", "lib"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+
+        // The last 128 bytes (an ID3v1 read) of an uncached track.
+        let (tail, tailSeconds) = try await offPool {
+            try timed { try RawClient(port: port).get("/tracks/lib/Album/a.mp3", headers: ["Range: bytes=-128"]) }
+        }
+        #expect(tail.status == 206)
+        #expect(tail.body == contents["Album/a.mp3"]?.suffix(128))
+        let tailBytes = try fake.bytes(of: "Album/a.mp3")
+        #expect(tailBytes <= 64 << 10, "a 128-byte tail read transferred \(tailBytes) bytes from the cloud")
+
+        // A seek to the middle: time to the first byte, then the client goes away.
+        let middle = size / 2
+        let (first, seekSeconds) = try await offPool { () -> (RawClient.Response, Double) in
+            let client = try RawClient(port: port)
+            return try timed { try client.get("/tracks/lib/Album/b.flac", headers: ["Range: bytes=\(middle)-\(middle)"]) }
+        }
+        #expect(first.status == 206)
+        #expect(first.body == contents["Album/b.flac"]?.subdata(in: middle ..< middle + 1))
+        let seekGets = try fake.log().filter { $0.path == "/dav/Album/b.flac" }
+        #expect(seekGets.first?.range?.hasPrefix("bytes=\(middle)-") == true, "\(seekGets.map(\.range))")
+        #expect(try fake.bytes(of: "Album/b.flac") <= 64 << 10)
+        print("serve-seek: tail read of 128 bytes: \(tailBytes) bytes from the cloud in \(String(format: "%.0f", tailSeconds * 1000)) ms; "
+            + "seek to the middle: first byte after \(String(format: "%.0f", seekSeconds * 1000)) ms (cloud at \(Self.rate >> 10) KiB/s)")
+    }
+
+    @Test func aNewRequestPreemptsReadAheadInFlight() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-preempt")
+        let size = 16 << 20
+        let contents = try Self.library([("long.flac", size)], in: dir)
+        let fake = try await FilesFake(root: dir.file("library"), rate: 2 * Self.rate)
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL)
+        #expect(try env.run(["ls", "--remote", "lib"]).status == 0)
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+
+        // A player reads the whole track; its read-ahead grows into GETs of a chunk (2 MiB).
+        let reader = try RawClient(port: port)
+        reader.send("GET /tracks/lib/long.flac HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        Thread.detachNewThread { _ = reader.readUntilClosed() }
+        let big = try await eventually(30) {
+            try fake.log().contains { ($0.requestedCount ?? 0) >= 1 << 20 && $0.end == nil }
+        }
+        let started = try fake.log().map(\.range)
+        #expect(big, "no read-ahead GET of a chunk started: \(started)")
+
+        // Another client asks for the tail meanwhile: it must not wait behind that GET.
+        let (tail, seconds) = try await offPool {
+            try timed { try RawClient(port: port).get("/tracks/lib/long.flac", headers: ["Range: bytes=-128"]) }
+        }
+        #expect(tail.status == 206)
+        #expect(tail.body == contents["long.flac"]?.suffix(128))
+        // The fake notices a cancelled GET at its next write: wait for the GET that was in flight to end.
+        let isCut = { (g: FilesFake.Served) in (g.requestedCount ?? 0) >= 1 << 20 && g.end != nil && g.bytes < (g.requestedCount ?? 0) }
+        _ = try await eventually(10) { try fake.log().contains(where: isCut) }
+        let log = try fake.log()
+        let cut = log.filter(isCut)
+        #expect(!cut.isEmpty, "the read-ahead GET in flight was not cancelled for the newer request: \(log.map { ($0.range, $0.bytes) })")
+        let tailGet = log.first { $0.range == "bytes=\(size - 128)-\(size - 1)" }
+        #expect(tailGet != nil, "\(log.map(\.range))")
+        print("serve-seek: a tail read during read-ahead got its bytes after \(String(format: "%.0f", seconds * 1000)) ms; "
+            + "read-ahead GETs cancelled for it: \(cut.count)")
+        _ = withExtendedLifetime(reader) {}
+    }
+
+    /// Head-only tracks (`pull --head-first`, the rest refused), then the cloud stops.
+    @Test func stoppedCloudAnswers503AtOnceAndBodiesEndAtTheHole() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-offline")
+        let size = 2 << 20, head = 256 << 10
+        let contents = try Self.library([("A/one.mp3", size), ("A/two.ogg", size)], in: dir)
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        fake.stop()
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+
+        let c = Checks()
+        try await offPool {
+            // A range outside the start set: 503 at once, with Retry-After.
+            let (hole, seconds) = try timed { try RawClient(port: port).get("/tracks/lib/A/one.mp3", headers: ["Range: bytes=\(size / 2)-"]) }
+            c.expect(hole.status == 503, "\(hole.status)")
+            c.expect(Int(hole.headers["retry-after"] ?? "") ?? 0 >= 1, "\(hole.headers)")
+            c.expect(seconds < 5, "503 after \(seconds) s")
+            // Marked offline now: the next one does not even try.
+            let (again, secondsAgain) = try timed { try RawClient(port: port).get("/tracks/lib/A/two.ogg", headers: ["Range: bytes=-128"]) }
+            c.expect(again.status == 503)
+            c.expect(secondsAgain < 5, "second 503 after \(secondsAgain) s")
+            // The start set is still served.
+            let start = try RawClient(port: port).get("/tracks/lib/A/two.ogg", headers: ["Range: bytes=0-1023"])
+            c.expect(start.status == 206)
+            c.expect(start.body == contents["A/two.ogg"]?.prefix(1024))
+            // A body that runs into the hole ends there.
+            let (whole, wholeSeconds) = try timed { () -> RawClient.Response in
+                let client = try RawClient(port: port)
+                client.send("GET /tracks/lib/A/one.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return try client.readResponseUntilCut()
+            }
+            c.expect(whole.status == 200)
+            c.expect(whole.headers["content-length"] == String(size))
+            c.expect(whole.body == contents["A/one.mp3"]?.prefix(head), "got \(whole.body.count) bytes")
+            c.expect(wholeSeconds < 5, "the body ended after \(wholeSeconds) s")
+            print("serve-offline: 503 for a hole after \(String(format: "%.0f", seconds * 1000)) ms, then \(String(format: "%.0f", secondsAgain * 1000)) ms; "
+                + "a whole GET ended at the hole after \(String(format: "%.0f", wholeSeconds * 1000)) ms")
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+    }
+}
+
+extension FilesFake.Served {
+    /// Bytes asked for by `Range: bytes=a-b`, nil without a closed range.
+    var requestedCount: Int64? {
+        guard let range, range.hasPrefix("bytes="), let dash = range.firstIndex(of: "-") else { return nil }
+        guard let a = Int64(range[range.index(range.startIndex, offsetBy: 6) ..< dash]),
+              let b = Int64(range[range.index(after: dash)...]) else { return nil }
+        return b - a + 1
+    }
+}
