@@ -253,6 +253,15 @@ extension TrackServer {
         if outcome.aborted { return outcome }
         var position = first.upperBound
         source.consumed(upTo: position)
+        // A client that reads past the head (the start set's leading part: tags, cover and the first seconds)
+        // is playing the track, not scanning it: the budget planner ranks played tracks first.
+        let playedFrom = min(size, entry.startSet?.ranges.first?.upperBound ?? Self.playThreshold)
+        func notePlay() {
+            guard position > playedFrom, state.playedKey != key else { return }
+            state.playedKey = key
+            cache.recordPlay(remote: remote, path: path)
+        }
+        notePlay()
         while position < body.upperBound {
             let next: Range<Int64>
             do {
@@ -280,9 +289,13 @@ extension TrackServer {
             }
             position = next.upperBound
             source.consumed(upTo: position)
+            notePlay()
         }
         return outcome
     }
+
+    /// Where a play starts for a track whose start set is not known: past its first MiB.
+    static let playThreshold: Int64 = 1 << 20
 
     private func openSource(remote: String, path: String) throws -> any ByteSource {
         if let onDemand = sources[remote] { return try onDemand.open(path: path) }

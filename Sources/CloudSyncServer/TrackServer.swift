@@ -260,6 +260,8 @@ struct ConnectionState {
     var baseURL: String
     var stream: (any ByteSource)?
     var key: String?
+    /// The track whose play was recorded on this connection (once per track and connection).
+    var playedKey: String?
 }
 
 /// How a response ended.
