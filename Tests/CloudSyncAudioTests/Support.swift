@@ -1,0 +1,158 @@
+// Test support for CloudSyncAudio: an in-memory file that exposes only the bytes an analysis asked for, the
+// analysis loop the engine runs, and a bounded runner for ffmpeg/ffprobe.
+@testable import CloudSyncAudio
+import Foundation
+import Synchronization
+import TestSupport
+
+/// A file held in memory of which only `present` is available, counting reads of bytes that are not.
+struct PartialFile: AudioBytes {
+    let data: [UInt8]
+    var present: RangeSet<Int64>
+    let violations: Counter
+
+    init(_ data: [UInt8], present: RangeSet<Int64>, violations: Counter = Counter()) {
+        self.data = data
+        self.present = present
+        self.violations = violations
+    }
+
+    var size: Int64 { Int64(data.count) }
+
+    func bytes(in range: Range<Int64>) -> [UInt8]? {
+        guard range.lowerBound >= 0, range.upperBound <= size, present.containsAll(range) else {
+            violations.add()
+            return nil
+        }
+        return Array(data[Int(range.lowerBound)..<Int(range.upperBound)])
+    }
+}
+
+/// A thread-safe count.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    func add() { value.withLock { $0 += 1 } }
+    var count: Int { value.withLock { $0 } }
+}
+
+/// One analysis run to completion the way the engine runs it: the initial ranges, then every `.need`.
+struct AnalysisRun {
+    let startSet: StartSet
+    /// `analyze` calls made (1 when the initial ranges were enough).
+    let calls: Int
+    /// Everything fetched: the initial ranges and every need.
+    let fetched: RangeSet<Int64>
+    /// Reads of absent bytes (must be 0) and needs that named only present bytes (must be 0).
+    let absentReads: Int
+    let emptyNeeds: Int
+
+    /// Runs the loop; at most `policy.maxRounds + 1` calls, which the contract guarantees suffice.
+    init(_ data: [UInt8], name: String, mimeType: String? = nil, policy: StartSetPolicy = StartSetPolicy()) {
+        var present = StartSetAnalyzer.initialRanges(size: Int64(data.count), policy: policy)
+        let violations = Counter()
+        var calls = 0
+        var emptyNeeds = 0
+        var result: StartSet?
+        for round in 0...max(0, policy.maxRounds) {
+            calls += 1
+            let step = StartSetAnalyzer.analyze(PartialFile(data, present: present, violations: violations), name: name,
+                                                mimeType: mimeType, policy: policy, round: round)
+            switch step {
+            case .done(let set):
+                result = set
+            case .need(let ranges):
+                if ranges.isEmpty || ranges.intersection(present) == ranges { emptyNeeds += 1 }
+                present.formUnion(ranges)
+            }
+            if result != nil { break }
+        }
+        // A loop that did not end within maxRounds + 1 calls breaks the contract; report it as a fallback-less
+        // empty set so the caller's expectations fail visibly.
+        startSet = result ?? StartSet(format: .unknown, ranges: RangeSet(), audioStart: nil, isFallback: false,
+                                      info: TrackInfo(title: "analysis did not terminate"))
+        self.calls = result == nil ? calls + 1 : calls
+        fetched = present
+        absentReads = violations.count
+        self.emptyNeeds = emptyNeeds
+    }
+}
+
+extension RangeSet where Bound == Int64 {
+    /// Sum of the ranges' lengths.
+    var bytes: Int64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) } }
+
+    /// Whether all of `range` is covered.
+    func covers(_ range: Range<Int64>) -> Bool {
+        range.isEmpty || ranges.contains { $0.lowerBound <= range.lowerBound && range.upperBound <= $0.upperBound }
+    }
+
+    /// "[a, b) ∪ [c, d)" for messages.
+    var text: String { ranges.map { "[\($0.lowerBound), \($0.upperBound))" }.joined(separator: " ∪ ") }
+}
+
+/// Runs command-line tools for the tests, bounded in time.
+enum Tool {
+    struct Output {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    /// Runs `program arguments` to completion (at most `timeout` seconds, then it is killed and this throws).
+    /// Output goes through files, so a chatty child can never block on a full pipe.
+    static func run(_ program: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> Output {
+        guard let path = which(program) else {
+            throw TestSupportError("\(program) is not installed; install the Debian package ffmpeg (scripts/install-deps.sh does)")
+        }
+        let dir = try TemporaryDirectory(prefix: "cloudsync-audio-run")
+        let out = dir.file("stdout"), err = dir.file("stderr")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        FileManager.default.createFile(atPath: err.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw TestSupportError("\(program) \(arguments.prefix(4).joined(separator: " ")) … did not finish within \(timeout) s")
+        }
+        return Output(status: process.terminationStatus,
+                      stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                      stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+    }
+
+    /// Runs and throws with the tool's stderr unless it exits 0.
+    @discardableResult
+    static func check(_ program: String, _ arguments: [String]) throws -> String {
+        let output = try run(program, arguments)
+        guard output.status == 0 else {
+            throw TestSupportError("\(program) \(arguments.joined(separator: " ")) exited \(output.status): \(output.stderr)")
+        }
+        return output.stdout
+    }
+}
+
+/// A seed for a property or fuzz test: CLOUDSYNC_TEST_SEED when set (to replay a failure), else random and
+/// printed with the line that replays it. (The same contract as CloudSyncCacheTests' `seed(_:)`, which is not in
+/// TestSupport and so not visible here.)
+func seed(_ name: String) -> UInt64 {
+    if let text = ProcessInfo.processInfo.environment["CLOUDSYNC_TEST_SEED"], let value = UInt64(text) { return value }
+    let value = UInt64.random(in: 0...UInt64.max)
+    print("\(name): seed \(value) (replay with CLOUDSYNC_TEST_SEED=\(value))")
+    return value
+}
+
+/// The policies the fixture tests run: the defaults, and a tight one whose start sets leave real holes in these
+/// 40-second files (with the defaults, 512 KiB of audio plus the 128 KiB tail is most of a compressed file).
+enum Policies {
+    static let standard = StartSetPolicy()
+    static let tight = StartSetPolicy(headSeconds: 10, minimumAudioBytes: 16 << 10, tailBytes: 8 << 10)
+
+    static func named(_ name: String) -> StartSetPolicy { name == "tight" ? tight : standard }
+}
