@@ -198,11 +198,12 @@ enum AIFF {
               let channels = comm.u16be(0), let frames = comm.u32be(2), let sampleSize = comm.u16be(6),
               let rate = extended80(comm, 8)
         else { return .notUnderstood(.aiff) }
-        guard let header = analysis.window.view(at: ssnd.body.lowerBound, count: 8), let offset = header.u32be(0),
-              Int64(offset) <= ssnd.body.upperBound - ssnd.body.lowerBound - 8
-        else {
-            if !analysis.window.inFile(ssnd.body.lowerBound..<(ssnd.body.lowerBound + 8)) { return .notUnderstood(.aiff) }
+        guard ssnd.body.upperBound - ssnd.body.lowerBound >= 8 else { return .notUnderstood(.aiff) }
+        guard let header = analysis.window.view(at: ssnd.body.lowerBound, count: 8) else {
             return .need(analysis.lookahead(ssnd.body.lowerBound))
+        }
+        guard let offset = header.u32be(0), Int64(offset) <= ssnd.body.upperBound - ssnd.body.lowerBound - 8 else {
+            return .notUnderstood(.aiff)
         }
         let audioStart = ssnd.body.lowerBound + 8 + Int64(offset)
         let compression = comm.fourCC(18) ?? "NONE"

@@ -34,14 +34,18 @@ enum Text {
     }
 
     /// For fields without a declared encoding (ID3v1, RIFF INFO, AIFF text chunks): UTF-8 when the bytes are
-    /// valid UTF-8 (allowing one sequence cut short at the end, as fixed-width fields truncate), else ISO-8859-1.
-    static func utf8OrLatin1<C: Collection>(_ bytes: C) -> String? where C.Element == UInt8 {
+    /// valid UTF-8, else ISO-8859-1. A fixed-width field (`width`) that is full may end in a UTF-8 sequence cut
+    /// short by the writer (ffmpeg cuts ID3v1 fields at 30 bytes); the cut sequence is then dropped.
+    static func utf8OrLatin1<C: Collection>(_ bytes: C, width: Int? = nil) -> String? where C.Element == UInt8 {
         let array = Array(bytes)
-        for drop in 0...min(3, array.count) {
-            let candidate = array[0..<(array.count - drop)]
-            if let text = String(validating: candidate, as: UTF8.self) {
-                // Dropping bytes is only a repair of a cut sequence: the dropped bytes must start one.
-                if drop == 0 || array[array.count - drop] >= 0xC0 { return clean(text) }
+        if let text = String(validating: array, as: UTF8.self) { return clean(text) }
+        if let width, array.count == width {
+            // The last lead byte and what follows it must be the start of a longer sequence.
+            if let lead = array.indices.suffix(3).last(where: { array[$0] >= 0xC0 }),
+               array[(lead + 1)...].allSatisfy({ $0 & 0xC0 == 0x80 }),
+               array.count - lead < (array[lead] >= 0xF0 ? 4 : array[lead] >= 0xE0 ? 3 : 2),
+               let text = String(validating: array[..<lead], as: UTF8.self) {
+                return clean(text)
             }
         }
         return latin1(array)

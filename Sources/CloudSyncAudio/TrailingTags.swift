@@ -46,7 +46,8 @@ enum TrailingTags {
                     let start = end - total
                     guard start >= floor else { break }
                     let items = (end - Int64(tagSize))..<(end - 32)
-                    guard analysis.window.has(start..<end) else { return .need(RangeSet(start..<end)) }
+                    // With the tag, the footer-sized bytes before it: where the next tag's end would be.
+                    guard analysis.window.has(start..<end) else { return .need(RangeSet(max(floor, start - 32)..<end)) }
                     if found.ape == nil { found.ape = ape(&analysis.window, items: items, count: Int(count)) }
                     end = start
                     continue
@@ -61,7 +62,7 @@ enum TrailingTags {
                     let start = end - 15 - Int64(length)
                     guard start >= floor, length >= 11 else { break }
                     guard let begin = analysis.window.view(at: start, count: 11) else {
-                        return .need(RangeSet(start..<end))
+                        return .need(RangeSet(max(floor, start - 32)..<end))
                     }
                     guard begin.matches(0, "LYRICSBEGIN") else { break }
                     end = start
@@ -78,7 +79,7 @@ enum TrailingTags {
     /// after a NUL); the genre byte as a name.
     static func id3v1(_ v: ByteView) -> Tags {
         func field(_ at: Int, _ length: Int) -> String? {
-            v.slice(at, length).flatMap { Text.utf8OrLatin1(Text.untilNUL($0)) }
+            v.slice(at, length).flatMap { Text.utf8OrLatin1(Text.untilNUL($0), width: length) }
         }
         var tags = Tags()
         tags.title = field(3, 30)

@@ -49,4 +49,27 @@ import TestSupport
         #expect(abs(duration - fixture.probe.duration) < 0.5, "\(where_): \(duration) s, complete file \(fixture.probe.duration) s")
         #expect(probed.sampleRate == complete.sampleRate && probed.channels == complete.channels, "\(where_)")
     }
+
+    /// The harness can fail: the same start sets without what the format says players read elsewhere (the
+    /// trailing moov, the region where a reader finds the last Ogg page, the ID3v1 tag) break ffmpeg or ffprobe.
+    @Test(arguments: [("m4a-end.m4a", "moov"), ("vorbis.ogg", "last 65307 bytes"), ("mp3-id3v1.mp3", "ID3v1")])
+    func withoutWhatPlayersReadAtTheEndTheyFail(_ name: String, _ region: String) async throws {
+        let fixture = try Fixtures.fixture(name)
+        let library = try Fixtures.library()
+        var ranges = AnalysisRun(fixture.data, name: name, policy: Policies.tight).startSet.ranges
+        let removed = try #require(Structure.regionsPlayersRead(fixture).first { $0.name == region })
+        ranges.remove(contentsOf: removed.range)
+        let rule: [[String: Any]] = [["path": name, "kind": "only", "count": -1,
+                                      "ranges": ranges.ranges.map { [$0.lowerBound, $0.upperBound] }]]
+        let faults = String(decoding: try JSONSerialization.data(withJSONObject: rule), as: UTF8.self)
+        let server = try await PythonFake.start("files_fake.py", arguments: ["--root", library.directory.path, "--faults", faults])
+        defer { server.stop() }
+        let url = "http://demo:demo-pass@127.0.0.1:\(server.ports[0])/dav/\(name)"
+        let decoded = try Tool.run("ffmpeg", ["-nostdin", "-v", "error", "-short_seek_size", "32768", "-i", url, "-t", "5",
+                                              "-f", "null", "-"])
+        let probed = try? Probe.tagsAndDuration(url, options: ["-short_seek_size", "32768"])
+        let broken = decoded.status != 0 || !decoded.stderr.isEmpty || probed == nil || probed?.errors.isEmpty == false
+            || probed?.tags != fixture.probe.facts.tags || probed?.duration.map({ abs($0 - fixture.probe.duration) < 0.5 }) != true
+        #expect(broken, "\(name) without its \(region) \(removed.range) still played and probed the same")
+    }
 }

@@ -5,34 +5,40 @@ import Foundation
 import Synchronization
 import TestSupport
 
-/// A file held in memory of which only `present` is available, counting reads of bytes that are not.
+/// A file held in memory of which only `present` is available; every read is logged, and so is every read of
+/// bytes that are not present.
 struct PartialFile: AudioBytes {
     let data: [UInt8]
     var present: RangeSet<Int64>
-    let violations: Counter
+    let log: ReadLog
 
-    init(_ data: [UInt8], present: RangeSet<Int64>, violations: Counter = Counter()) {
+    init(_ data: [UInt8], present: RangeSet<Int64>, log: ReadLog = ReadLog()) {
         self.data = data
         self.present = present
-        self.violations = violations
+        self.log = log
     }
 
     var size: Int64 { Int64(data.count) }
 
     func bytes(in range: Range<Int64>) -> [UInt8]? {
         guard range.lowerBound >= 0, range.upperBound <= size, present.containsAll(range) else {
-            violations.add()
+            log.absent()
             return nil
         }
+        log.read(range)
         return Array(data[Int(range.lowerBound)..<Int(range.upperBound)])
     }
 }
 
-/// A thread-safe count.
-final class Counter: Sendable {
-    private let value = Mutex(0)
-    func add() { value.withLock { $0 += 1 } }
-    var count: Int { value.withLock { $0 } }
+/// What an analysis read (thread-safe).
+final class ReadLog: Sendable {
+    private let state = Mutex((read: RangeSet<Int64>(), absent: 0))
+    func read(_ range: Range<Int64>) { state.withLock { $0.read.insert(contentsOf: range) } }
+    func absent() { state.withLock { $0.absent += 1 } }
+    /// Every byte read.
+    var read: RangeSet<Int64> { state.withLock { $0.read } }
+    /// Reads of bytes that were not present.
+    var absentReads: Int { state.withLock { $0.absent } }
 }
 
 /// One analysis run to completion the way the engine runs it: the initial ranges, then every `.need`.
@@ -45,23 +51,29 @@ struct AnalysisRun {
     /// Reads of absent bytes (must be 0) and needs that named only present bytes (must be 0).
     let absentReads: Int
     let emptyNeeds: Int
+    /// Every byte the analysis read, over all calls.
+    let read: RangeSet<Int64>
+    /// The needs, in order.
+    let needs: [RangeSet<Int64>]
 
     /// Runs the loop; at most `policy.maxRounds + 1` calls, which the contract guarantees suffice.
     init(_ data: [UInt8], name: String, mimeType: String? = nil, policy: StartSetPolicy = StartSetPolicy()) {
         var present = StartSetAnalyzer.initialRanges(size: Int64(data.count), policy: policy)
-        let violations = Counter()
+        let log = ReadLog()
         var calls = 0
         var emptyNeeds = 0
+        var needs: [RangeSet<Int64>] = []
         var result: StartSet?
         for round in 0...max(0, policy.maxRounds) {
             calls += 1
-            let step = StartSetAnalyzer.analyze(PartialFile(data, present: present, violations: violations), name: name,
+            let step = StartSetAnalyzer.analyze(PartialFile(data, present: present, log: log), name: name,
                                                 mimeType: mimeType, policy: policy, round: round)
             switch step {
             case .done(let set):
                 result = set
             case .need(let ranges):
                 if ranges.isEmpty || ranges.intersection(present) == ranges { emptyNeeds += 1 }
+                needs.append(ranges)
                 present.formUnion(ranges)
             }
             if result != nil { break }
@@ -72,8 +84,10 @@ struct AnalysisRun {
                                       info: TrackInfo(title: "analysis did not terminate"))
         self.calls = result == nil ? calls + 1 : calls
         fetched = present
-        absentReads = violations.count
+        absentReads = log.absentReads
+        read = log.read
         self.emptyNeeds = emptyNeeds
+        self.needs = needs
     }
 }
 
