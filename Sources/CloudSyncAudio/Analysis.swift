@@ -109,7 +109,7 @@ extension StartSetAnalyzer {
         if case .tags(let trailing) = TrailingTags.read(&probe, floor: 0), ranges.containsAll(trailing.region) {
             var tags = trailing.ape ?? Tags()
             tags.fill(from: trailing.id3v1 ?? Tags())
-            info = tags.info(durationSeconds: nil, sampleRate: nil, channels: nil, bitrate: nil)
+            info = tags.info(durationSeconds: nil, sampleRate: nil, channels: nil, byteRate: nil)
         }
         return StartSet(format: format, ranges: ranges, audioStart: nil, isFallback: true, info: info)
     }

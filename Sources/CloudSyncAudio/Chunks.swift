@@ -61,7 +61,8 @@ enum Chunks {
                 break
             }
             result.keep.insert(contentsOf: offset..<(offset + 8))
-            let declared = (offset + 8)..<(offset + 8 + Int64(size32))
+            guard let declaredEnd = (offset + 8).adding(Int64(size32)) else { return .invalid }
+            let declared = (offset + 8)..<declaredEnd
             var chunk = Chunk(id: id, offset: offset, body: declared)
             if id == walker.audioID && result.audio == nil {
                 chunk = Chunk(id: id, offset: offset, body: walker.audioBody(chunk, size))
@@ -126,7 +127,7 @@ enum RIFF {
         if let id3 = result.bodies["id3 "] ?? result.bodies["ID3 "] { tags = embeddedID3v2(id3) }
         if let list = result.bodies["LIST"] { tags.fill(from: info(ByteView(list))) }
         let stream = tags.info(durationSeconds: duration, sampleRate: Int(rate), channels: Int(channels),
-                               bitrate: byteRate > 0 ? Int((byteRate * 8).rounded()) : nil)
+                               byteRate: byteRate)
         return .layout(Layout(format: .wav, audioStart: audio.body.lowerBound, byteRate: byteRate > 0 ? byteRate : nil,
                               keep: result.keep, info: stream))
     }
@@ -227,7 +228,7 @@ enum AIFF {
         chunks.artist = result.bodies["AUTH"].flatMap { Text.utf8OrLatin1(Text.untilNUL($0[...])) }
         tags.fill(from: chunks)
         let info = tags.info(durationSeconds: duration, sampleRate: Int(rate.rounded()), channels: Int(channels),
-                             bitrate: byteRate.map { Int(($0 * 8).rounded()) })
+                             byteRate: byteRate)
         return .layout(Layout(format: .aiff, audioStart: audioStart, byteRate: byteRate, keep: result.keep, info: info))
     }
 

@@ -35,9 +35,9 @@ enum FLAC {
                   let length = header.u24be(1)
             else { return .need(analysis.lookahead(position)) }
             let body = position + 4
+            guard Int64(length) <= size - body, type & 0x7F != 127 else { return .notUnderstood(.flac) }
             let end = body + Int64(length)
             let last = type & 0x80 != 0
-            guard end <= size, type & 0x7F != 127 else { return .notUnderstood(.flac) }
             switch type & 0x7F {
             case 0:
                 guard index == 0, length >= 34 else { return .notUnderstood(.flac) }
@@ -65,7 +65,7 @@ enum FLAC {
         var tags = comments ?? Tags()
         for tag in id3 { tags.fill(from: tag) }
         let info = tags.info(durationSeconds: duration, sampleRate: streamInfo.sampleRate,
-                             channels: streamInfo.channels, bitrate: byteRate.map { Int(($0 * 8).rounded()) })
+                             channels: streamInfo.channels, byteRate: byteRate)
         return .layout(Layout(format: .flac, audioStart: audioStart, byteRate: byteRate, info: info))
     }
 }

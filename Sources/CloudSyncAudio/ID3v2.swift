@@ -32,7 +32,8 @@ enum ID3v2 {
     /// A tag header at `i` of `view`, or nil when the bytes are not one (bad version, size byte with its top bit).
     static func header(_ view: ByteView, _ i: Int, offset: Int64) -> Header? {
         guard view.matches(i, "ID3"), let major = view.u8(i + 3), let minor = view.u8(i + 4), let flags = view.u8(i + 5),
-              major != 0xFF, minor != 0xFF, let size = view.syncsafe32(i + 6)
+              major != 0xFF, minor != 0xFF, let size = view.syncsafe32(i + 6),
+              offset >= 0, offset <= Int64.max - (1 << 29)  // so that `end` cannot overflow
         else { return nil }
         return Header(offset: offset, major: major, flags: flags, size: Int64(size))
     }

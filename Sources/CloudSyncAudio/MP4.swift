@@ -103,7 +103,7 @@ enum MP4 {
         let duration = track.duration ?? movie.duration
         let byteRate = duration.flatMap { $0 > 0 ? Double(mdatPayload.upperBound - mdatPayload.lowerBound) / $0 : nil }
         let info = movie.tags.info(durationSeconds: duration, sampleRate: track.sampleRate, channels: track.channels,
-                                   bitrate: byteRate.map { Int(($0 * 8).rounded()) })
+                                   byteRate: byteRate)
         return .layout(Layout(format: .mp4, audioStart: audioStart, byteRate: byteRate, keep: keep, info: info))
     }
 

@@ -173,7 +173,7 @@ enum MPEGAudio {
         tags.fill(from: trailing.ape ?? Tags())
         tags.fill(from: trailing.id3v1 ?? Tags())
         let info = tags.info(durationSeconds: duration, sampleRate: first.sampleRate, channels: first.channels,
-                             bitrate: byteRate.map { Int(($0 * 8).rounded()) })
+                             byteRate: byteRate)
         var keep = RangeSet<Int64>()
         if !trailing.region.isEmpty { keep.insert(contentsOf: trailing.region) }
         return .layout(Layout(format: format, audioStart: audioStart, byteRate: byteRate, keep: keep, info: info))

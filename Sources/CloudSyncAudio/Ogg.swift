@@ -156,6 +156,8 @@ enum Ogg {
                 var need = RangeSet(missing)
                 need.formUnion(analysis.span(offset, estimate))
                 need.formUnion(analysis.lookahead(offset.adding(estimate) ?? size))
+                // And where the last page will be looked for, which is needed anyway.
+                need.formUnion(RangeSet(checked: max(0, size - maximumPageSize), size))
                 return .need(need)
             case .page(let page, let bytes):
                 if headers == nil, page.isFirst, let codec = codec(bytes, page.headerLength) {
@@ -215,7 +217,7 @@ enum Ogg {
         }
         let byteRate = duration.map { Double(size - audioStart) / $0 }
         let info = headers.tags.info(durationSeconds: duration, sampleRate: sampleRate, channels: channels,
-                                     bitrate: byteRate.map { Int(($0 * 8).rounded()) })
+                                     byteRate: byteRate)
         return .layout(Layout(format: .ogg, audioStart: audioStart, byteRate: byteRate, keep: keep, info: info))
     }
 

@@ -105,13 +105,19 @@ struct Tags: Hashable {
         return value
     }
 
-    func info(durationSeconds: Double?, sampleRate: Int?, channels: Int?, bitrate: Int?) -> TrackInfo {
+    /// The track info of these tags with the stream facts; a duration, rate or count no real stream has (not
+    /// finite, not positive, a duration of 30 years or more, a bitrate of 10¹² bit/s or more) is left out.
+    func info(durationSeconds: Double?, sampleRate: Int?, channels: Int?, byteRate: Double?) -> TrackInfo {
         func positive(_ value: Int?) -> Int? { value.flatMap { $0 > 0 ? $0 : nil } }
         let duration = durationSeconds.flatMap { $0.isFinite && $0 > 0 && $0 < 1e9 ? $0 : nil }
+        let bitrate = byteRate.flatMap { rate -> Int? in
+            let bits = (rate * 8).rounded()
+            return bits.isFinite && bits >= 1 && bits < 1e12 ? Int(bits) : nil
+        }
         return TrackInfo(title: title, artist: artist, albumArtist: albumArtist, album: album,
                          trackNumber: Tags.bounded(trackNumber), trackTotal: Tags.bounded(trackTotal),
                          discNumber: Tags.bounded(discNumber), discTotal: Tags.bounded(discTotal),
                          date: date, genre: genre, durationSeconds: duration,
-                         sampleRate: positive(sampleRate), channels: positive(channels), bitrate: positive(bitrate))
+                         sampleRate: positive(sampleRate), channels: positive(channels), bitrate: bitrate)
     }
 }

@@ -139,6 +139,50 @@ import TestSupport
         }
     }
 
+    struct BigCase: Sendable, CustomTestStringConvertible {
+        let label: String
+        let name: String
+        let size: Int64
+        let pieces: [(offset: Int64, bytes: [UInt8])]
+        var testDescription: String { label }
+    }
+
+    /// Files of gigabytes with headers whose numbers multiply out past any integer (byte rates from a huge
+    /// `mdat` over a tiny duration, sizes near 2^32 and 2^63): no trap, bounded facts.
+    static var bigCases: [BigCase] {
+        let gib: Int64 = 1 << 30
+        let ftyp = Build.atom("ftyp", Build.ascii("M4A ") + Build.be32(0) + Build.ascii("M4A isom"))
+        let mdhd = Build.atom("mdhd", [0, 0, 0, 0] + Build.be32(0) + Build.be32(0) + Build.be32(0xFFFF_FFFF) + Build.be32(1) + [0, 0, 0, 0])
+        let hdlr = Build.atom("hdlr", [0, 0, 0, 0] + Build.be32(0) + Build.ascii("soun") + [UInt8](repeating: 0, count: 13))
+        let moov = Build.atom("moov", Build.atom("trak", Build.atom("mdia", mdhd + hdlr)))
+        let mdatHeader = Build.be32(1) + Build.ascii("mdat") + Build.be64(UInt64(6 * gib))
+        let flacInfo = Build.be16(16) + Build.be16(16) + [0, 0, 0, 0, 0, 0]
+            + Build.be64(UInt64(655_350) << 44 | UInt64(7) << 41 | UInt64(31) << 36 | 1) + [UInt8](repeating: 0, count: 16)
+        let riff = Build.ascii("RF64") + Build.le32(-1 & 0xFFFF_FFFF) + Build.ascii("WAVE") + Build.ascii("ds64") + Build.le32(28)
+            + Build.be64(0).reversed() + Build.be64(UInt64.max - 7).reversed() + Build.be64(0) + Build.le32(0)
+            + Build.ascii("fmt ") + Build.le32(16) + Build.le16(1) + Build.le16(2) + Build.le32(1) + Build.le32(1)
+            + Build.le16(4) + Build.le16(16) + Build.ascii("data") + Build.le32(-1 & 0xFFFF_FFFF)
+        return [
+            BigCase(label: "MP4: 6 GiB mdat over 1/(2^32-1) s", name: "a.m4a", size: 6 * gib + 600,
+                    pieces: [(0, ftyp + moov + mdatHeader)]),
+            BigCase(label: "FLAC: 655350 Hz, one sample, 5 GiB of frames", name: "a.flac", size: 5 * gib,
+                    pieces: [(0, Build.ascii("fLaC") + [0x80, 0, 0, 34] + flacInfo + [0xFF, 0xF8])]),
+            BigCase(label: "RF64: data size 2^64-8, 1 byte/s", name: "a.wav", size: 3 * gib, pieces: [(0, riff)]),
+            BigCase(label: "MP3: ID3v2 of 256 MiB in a 4 GiB file", name: "a.mp3", size: 4 * gib,
+                    pieces: [(0, Build.ascii("ID3") + [4, 0, 0, 0x7F, 0x7F, 0x7F, 0x7F])]),
+        ]
+    }
+
+    @Test(arguments: bigCases)
+    func hugeNumbersInHugeFiles(_ c: BigCase) {
+        for policy in [StartSetPolicy(), Policies.tight] {
+            let run = AnalysisRun(size: c.size, name: c.name, policy: policy) {
+                SyntheticFile(size: c.size, pieces: c.pieces, present: $0, log: $1)
+            }
+            Self.checkInvariants(run, size: c.size, policy: policy, c.label)
+        }
+    }
+
     struct PolicyCase: Sendable, CustomTestStringConvertible {
         let label: String
         let policy: StartSetPolicy

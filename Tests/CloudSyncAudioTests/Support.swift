@@ -30,6 +30,31 @@ struct PartialFile: AudioBytes {
     }
 }
 
+/// A file of any size made of a few pieces of bytes at given offsets and zeros elsewhere, of which only `present`
+/// is available: big hostile files without the memory.
+struct SyntheticFile: AudioBytes {
+    let size: Int64
+    let pieces: [(offset: Int64, bytes: [UInt8])]
+    var present: RangeSet<Int64>
+    let log: ReadLog
+
+    func bytes(in range: Range<Int64>) -> [UInt8]? {
+        guard range.lowerBound >= 0, range.upperBound <= size, present.containsAll(range) else {
+            log.absent()
+            return nil
+        }
+        log.read(range)
+        var out = [UInt8](repeating: 0, count: Int(range.upperBound - range.lowerBound))
+        for piece in pieces {
+            let lower = max(range.lowerBound, piece.offset), upper = min(range.upperBound, piece.offset + Int64(piece.bytes.count))
+            guard lower < upper else { continue }
+            out.replaceSubrange(Int(lower - range.lowerBound)..<Int(upper - range.lowerBound),
+                                with: piece.bytes[Int(lower - piece.offset)..<Int(upper - piece.offset)])
+        }
+        return out
+    }
+}
+
 /// What an analysis read (thread-safe).
 final class ReadLog: Sendable {
     private let state = Mutex((read: RangeSet<Int64>(), absent: 0))
@@ -56,9 +81,17 @@ struct AnalysisRun {
     /// The needs, in order.
     let needs: [RangeSet<Int64>]
 
-    /// Runs the loop; at most `policy.maxRounds + 1` calls, which the contract guarantees suffice.
+    /// Runs the loop over `data`; at most `policy.maxRounds + 1` calls, which the contract guarantees suffice.
     init(_ data: [UInt8], name: String, mimeType: String? = nil, policy: StartSetPolicy = StartSetPolicy()) {
-        var present = StartSetAnalyzer.initialRanges(size: Int64(data.count), policy: policy)
+        self.init(size: Int64(data.count), name: name, mimeType: mimeType, policy: policy) {
+            PartialFile(data, present: $0, log: $1)
+        }
+    }
+
+    /// Runs the loop over a file of `size` bytes whose view with some bytes present `file` makes.
+    init(size: Int64, name: String, mimeType: String? = nil, policy: StartSetPolicy,
+         file: (RangeSet<Int64>, ReadLog) -> any AudioBytes) {
+        var present = StartSetAnalyzer.initialRanges(size: size, policy: policy)
         let log = ReadLog()
         var calls = 0
         var emptyNeeds = 0
@@ -66,7 +99,7 @@ struct AnalysisRun {
         var result: StartSet?
         for round in 0...max(0, policy.maxRounds) {
             calls += 1
-            let step = StartSetAnalyzer.analyze(PartialFile(data, present: present, log: log), name: name,
+            let step = StartSetAnalyzer.analyze(file(present, log), name: name,
                                                 mimeType: mimeType, policy: policy, round: round)
             switch step {
             case .done(let set):

@@ -189,6 +189,23 @@ import TestSupport
         #expect(set.info.album == "ab\u{FFFD}(cd")
     }
 
+    /// WAV with an `id3 ` chunk after the audio (where other writers put it): it wins over LIST/INFO field by
+    /// field, and the start set keeps it.
+    @Test func wavID3ChunkAfterTheAudio() throws {
+        var b = try Fixtures.fixture("wav.wav").data
+        let tag = Build.id3v2(3, [Build.frame(3, "TIT2", Build.text("From ID3", encoding: 0)),
+                                  Build.frame(3, "TPE2", Build.text("Band", encoding: 0))], padding: 1)
+        var chunk = Build.ascii("id3 ") + Build.le32(tag.count) + tag
+        if tag.count % 2 == 1 { chunk.append(0) }
+        b += chunk
+        b.replaceSubrange(4..<8, with: Build.le32(b.count - 8))
+        let run = AnalysisRun(b, name: "x.wav", policy: Policies.tight)
+        let info = run.startSet.info
+        #expect(info.title == "From ID3" && info.albumArtist == "Band" && info.artist == Tagged.artist, "\(info)")
+        let size = Int64(b.count)
+        #expect(run.startSet.ranges.covers((size - Int64(chunk.count))..<size))
+    }
+
     @Test(arguments: [(44100.0, [UInt8]([0x40, 0x0E, 0xAC, 0x44, 0, 0, 0, 0, 0, 0])),
                       (48000.0, [UInt8]([0x40, 0x0E, 0xBB, 0x80, 0, 0, 0, 0, 0, 0])),
                       (96000.0, [UInt8]([0x40, 0x0F, 0xBB, 0x80, 0, 0, 0, 0, 0, 0]))])
