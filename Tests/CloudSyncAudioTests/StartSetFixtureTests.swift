@@ -61,7 +61,8 @@ import TestSupport
 
     /// Analysis CPU time per track (this thread's CPU time, so other tests running meanwhile do not count):
     /// every fixture analysed in-process from its complete bytes (all present, as after a pull) and through the
-    /// whole loop from the initial ranges (as on a first pull). Reported, not asserted.
+    /// whole loop from the initial ranges (as on a first pull); and the share of the library's bytes the start
+    /// sets keep. Reported, not asserted.
     @Test func analysisCPUTimePerTrack() throws {
         let library = try Fixtures.library()
         var lines: [String] = []
@@ -86,6 +87,12 @@ import TestSupport
         }
         print("analysis CPU per track (debug build, thread CPU time):\n" + lines.joined(separator: "\n"))
         print(String(format: "analysis CPU mean: %.2f ms per track", total / Double(library.ordered.count)))
+        for (name, policy) in [("default", Policies.standard), ("tight", Policies.tight)] {
+            let sizes = library.ordered.reduce(Int64(0)) { $0 + Int64($1.data.count) }
+            let kept = library.ordered.reduce(Int64(0)) { $0 + AnalysisRun($1.data, name: $1.spec.name, policy: policy).startSet.ranges.bytes }
+            print(String(format: "start sets of the whole fixture library [%@]: %lld of %lld bytes (%.1f %%)",
+                         name, kept, sizes, 100 * Double(kept) / Double(sizes)))
+        }
     }
 
     /// The CPU time this thread spent in `body`, in milliseconds.
