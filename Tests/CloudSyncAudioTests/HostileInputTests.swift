@@ -96,6 +96,12 @@ import TestSupport
             Crafted(label: "MP4 moov nested 2,000 deep", name: "a.m4a",
                     bytes: ftyp + (0..<2_000).reduce(Build.atom("mdhd", [])) { inner, _ in Build.atom("trak", inner) }
                         .withMoov() + Build.atom("mdat", filler), fallback: nil),
+            Crafted(label: "MP4 atoms of size 0 (to the end of their parent) nested", name: "a.m4a",
+                    bytes: ftyp + Build.atom("moov", Array([[UInt8]](repeating: Build.be32(0) + Build.ascii("trak"), count: 5000).joined()))
+                        + Build.atom("mdat", filler), fallback: nil),
+            Crafted(label: "ADTS frames of length 0", name: "a.aac",
+                    bytes: Array([[UInt8]](repeating: [0xFF, 0xF1, 0x50, 0x80, 0x00, 0x1F, 0xFC], count: 50_000).joined()),
+                    fallback: true),
             Crafted(label: "MP4 moov without an audio track", name: "a.m4a",
                     bytes: ftyp + Build.atom("moov", Build.atom("udta", [])) + Build.atom("mdat", filler), fallback: true),
             Crafted(label: "Ogg page past the end", name: "a.ogg",

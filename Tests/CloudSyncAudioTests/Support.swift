@@ -153,8 +153,9 @@ enum Tool {
         }
         let dir = try TemporaryDirectory(prefix: "cloudsync-audio-run")
         let out = dir.file("stdout"), err = dir.file("stderr")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
+        guard FileManager.default.createFile(atPath: out.path, contents: nil),
+              FileManager.default.createFile(atPath: err.path, contents: nil)
+        else { throw TestSupportError("cannot create output files in \(dir.path)") }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
