@@ -76,7 +76,8 @@ enum Chunks {
                 if result.audio != nil, !padding.contains(id) { result.keep.insert(contentsOf: declared) }
                 if walker.wanted.contains(id), result.bodies[id] == nil {
                     if let body = analysis.window.bytes(declared) {
-                        result.bodies[id] = body
+                        // Only LIST/INFO holds tags; another LIST (adtl, …) does not stand in for it.
+                        if id != "LIST" || ByteView(body).matches(0, "INFO") { result.bodies[id] = body }
                         if id == "ds64" { ds64(&result, ByteView(body)) }
                     } else {
                         need.insert(contentsOf: declared)

@@ -206,6 +206,28 @@ import TestSupport
         #expect(run.startSet.ranges.covers((size - Int64(chunk.count))..<size))
     }
 
+    @Test(arguments: [(TrackInfo(), true), (TrackInfo(sampleRate: 44100, channels: 2, bitrate: 128_000), true),
+                      (TrackInfo(durationSeconds: 1), false), (TrackInfo(genre: "Jazz"), false), (TrackInfo(discTotal: 2), false)])
+    func infoIsEmptyWithoutTagsAndDuration(_ info: TrackInfo, _ empty: Bool) {
+        #expect(info.isEmpty == empty)
+    }
+
+    /// A LIST that is not INFO (an `adtl` of cue labels) before LIST/INFO: the INFO list still gives the tags.
+    @Test func wavInfoListAfterAnotherList() throws {
+        let b = try Fixtures.fixture("wav.wav").data
+        let parts = Derived.chunks(b)
+        let labels = Build.ascii("adtl") + Build.ascii("labl") + Build.le32(8) + Build.le32(1) + Build.ascii("cue\u{0}")
+        let adtl = Build.ascii("LIST") + Build.le32(labels.count) + labels
+        var body = Build.ascii("WAVE")
+        for part in parts {
+            if part.id == "LIST" { body += adtl }
+            body += part.bytes
+        }
+        let file = Build.ascii("RIFF") + Build.le32(body.count) + body
+        let run = AnalysisRun(file, name: "x.wav")
+        #expect(run.startSet.info.title == Tagged.title && run.startSet.info.trackTotal == 12, "\(run.startSet.info)")
+    }
+
     @Test(arguments: [(44100.0, [UInt8]([0x40, 0x0E, 0xAC, 0x44, 0, 0, 0, 0, 0, 0])),
                       (48000.0, [UInt8]([0x40, 0x0E, 0xBB, 0x80, 0, 0, 0, 0, 0, 0])),
                       (96000.0, [UInt8]([0x40, 0x0F, 0xBB, 0x80, 0, 0, 0, 0, 0, 0]))])
