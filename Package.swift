@@ -32,6 +32,8 @@ let package = Package(
         .target(name: "CloudSyncHTTP", dependencies: ["CloudSyncCore", "CCurl", "CCrypto"]),
         /// The shared on-disk cache: sparse partial files, SQLite range index, eviction, locks.
         .target(name: "CloudSyncCache", dependencies: ["CloudSyncCore", "CSQLite"]),
+        /// Pure audio-format knowledge over byte ranges: start sets, tags and durations (MP3, AAC, FLAC, MP4, Ogg, WAV, AIFF).
+        .target(name: "CloudSyncAudio"),
 
         /// Dropbox API v2 adapter.
         .target(name: "Dropbox", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/Dropbox"),
@@ -67,6 +69,7 @@ let package = Package(
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
         .testTarget(name: "CloudSyncXMLTests", dependencies: ["CloudSyncXML"]),
+        .testTarget(name: "CloudSyncAudioTests", dependencies: ["CloudSyncAudio", "TestSupport"]),
         /// Test helper: fills a cache entry so CloudSyncCacheTests can kill -9 it mid-write.
         .executableTarget(name: "cache-crash-child", dependencies: ["CloudSyncCache", "CloudSyncCore"],
                           path: "Tests/CacheCrashChild"),

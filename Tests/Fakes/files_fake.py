@@ -21,6 +21,10 @@ starts at or after this byte (omitted: any GET), "kind": ...} where kind is
   "mutate"        serve this answer normally, then replace the file: every byte XOR 0x5A (size kept)
   "ignore_if_range"  serve the requested range even when If-Range no longer matches
   "propfind_status"  (PROPFIND of a folder whose path matches) answer `status` instead of the listing
+  "only"          the server holds only `ranges` of the file (a list of [start, end) byte offsets): a GET
+                  whose first byte is outside them gets 503; otherwise the head announces the whole
+                  requested range, the body stops at the first byte outside them and the connection closes
+                  there (a player that reads one byte too far sees the stream end early)
 Also: --rate limits every GET body to BYTES_PER_S (sent in 16 KiB pieces), --delay waits MS before
 answering every GET.
 
@@ -265,6 +269,14 @@ class Handler(BaseHTTPRequestHandler):
             status = 206
             shown = start + fault.get("shift", 0) if kind == "wrong_range" else start
             headers.append(("Content-Range", f"bytes {shown}-{shown + end - start}/{size}"))
+        limit_end = None
+        if kind == "only":
+            held = next((b for a, b in fault.get("ranges", []) if a <= start < b), None)
+            if held is None:
+                entry["status"] = 503
+                entry["answered"] = time.time()
+                return self.send(503, b"not held by this server (only)")
+            limit_end = held
         entry["status"] = status
         entry["start"] = start
         body = data[start:end + 1]
@@ -274,6 +286,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         limit = len(body) if kind != "cut" else min(len(body), fault.get("after", 0))
+        if limit_end is not None:
+            limit = min(limit, limit_end - start)
         sent = 0
         began = time.monotonic()
         try:
@@ -294,7 +308,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             return
-        if kind == "cut":
+        if kind == "cut" or (limit_end is not None and limit < len(body)):
             self.close_connection = True
             self.wfile.flush()
             self.connection.shutdown(2)

@@ -1,0 +1,196 @@
+// Test support for CloudSyncAudio: an in-memory file that exposes only the bytes an analysis asked for, the
+// analysis loop the engine runs, and a bounded runner for ffmpeg/ffprobe.
+@testable import CloudSyncAudio
+import Foundation
+import Synchronization
+import TestSupport
+
+/// A file held in memory of which only `present` is available; every read is logged, and so is every read of
+/// bytes that are not present.
+struct PartialFile: AudioBytes {
+    let data: [UInt8]
+    var present: RangeSet<Int64>
+    let log: ReadLog
+
+    init(_ data: [UInt8], present: RangeSet<Int64>, log: ReadLog = ReadLog()) {
+        self.data = data
+        self.present = present
+        self.log = log
+    }
+
+    var size: Int64 { Int64(data.count) }
+
+    func bytes(in range: Range<Int64>) -> [UInt8]? {
+        guard range.lowerBound >= 0, range.upperBound <= size, present.containsAll(range) else {
+            log.absent()
+            return nil
+        }
+        log.read(range)
+        return Array(data[Int(range.lowerBound)..<Int(range.upperBound)])
+    }
+}
+
+/// A file of any size made of a few pieces of bytes at given offsets and zeros elsewhere, of which only `present`
+/// is available: big hostile files without the memory.
+struct SyntheticFile: AudioBytes {
+    let size: Int64
+    let pieces: [(offset: Int64, bytes: [UInt8])]
+    var present: RangeSet<Int64>
+    let log: ReadLog
+
+    func bytes(in range: Range<Int64>) -> [UInt8]? {
+        guard range.lowerBound >= 0, range.upperBound <= size, present.containsAll(range) else {
+            log.absent()
+            return nil
+        }
+        log.read(range)
+        var out = [UInt8](repeating: 0, count: Int(range.upperBound - range.lowerBound))
+        for piece in pieces {
+            let lower = max(range.lowerBound, piece.offset), upper = min(range.upperBound, piece.offset + Int64(piece.bytes.count))
+            guard lower < upper else { continue }
+            out.replaceSubrange(Int(lower - range.lowerBound)..<Int(upper - range.lowerBound),
+                                with: piece.bytes[Int(lower - piece.offset)..<Int(upper - piece.offset)])
+        }
+        return out
+    }
+}
+
+/// What an analysis read (thread-safe).
+final class ReadLog: Sendable {
+    private let state = Mutex((read: RangeSet<Int64>(), absent: 0))
+    func read(_ range: Range<Int64>) { state.withLock { $0.read.insert(contentsOf: range) } }
+    func absent() { state.withLock { $0.absent += 1 } }
+    /// Every byte read.
+    var read: RangeSet<Int64> { state.withLock { $0.read } }
+    /// Reads of bytes that were not present.
+    var absentReads: Int { state.withLock { $0.absent } }
+}
+
+/// One analysis run to completion the way the engine runs it: the initial ranges, then every `.need`.
+struct AnalysisRun {
+    let startSet: StartSet
+    /// `analyze` calls made (1 when the initial ranges were enough).
+    let calls: Int
+    /// Everything fetched: the initial ranges and every need.
+    let fetched: RangeSet<Int64>
+    /// Reads of absent bytes (must be 0) and needs that named only present bytes (must be 0).
+    let absentReads: Int
+    let emptyNeeds: Int
+    /// Every byte the analysis read, over all calls.
+    let read: RangeSet<Int64>
+    /// The needs, in order.
+    let needs: [RangeSet<Int64>]
+
+    /// Runs the loop over `data`; at most `policy.maxRounds + 1` calls, which the contract guarantees suffice.
+    init(_ data: [UInt8], name: String, mimeType: String? = nil, policy: StartSetPolicy = StartSetPolicy()) {
+        self.init(size: Int64(data.count), name: name, mimeType: mimeType, policy: policy) {
+            PartialFile(data, present: $0, log: $1)
+        }
+    }
+
+    /// Runs the loop over a file of `size` bytes whose view with some bytes present `file` makes.
+    init(size: Int64, name: String, mimeType: String? = nil, policy: StartSetPolicy,
+         file: (RangeSet<Int64>, ReadLog) -> any AudioBytes) {
+        var present = StartSetAnalyzer.initialRanges(size: size, policy: policy)
+        let log = ReadLog()
+        var calls = 0
+        var emptyNeeds = 0
+        var needs: [RangeSet<Int64>] = []
+        var result: StartSet?
+        for round in 0...max(0, policy.maxRounds) {
+            calls += 1
+            let step = StartSetAnalyzer.analyze(file(present, log), name: name,
+                                                mimeType: mimeType, policy: policy, round: round)
+            switch step {
+            case .done(let set):
+                result = set
+            case .need(let ranges):
+                if ranges.isEmpty || ranges.intersection(present) == ranges { emptyNeeds += 1 }
+                needs.append(ranges)
+                present.formUnion(ranges)
+            }
+            if result != nil { break }
+        }
+        // A loop that did not end within maxRounds + 1 calls breaks the contract; report it as a fallback-less
+        // empty set so the caller's expectations fail visibly.
+        startSet = result ?? StartSet(format: .unknown, ranges: RangeSet(), audioStart: nil, isFallback: false,
+                                      info: TrackInfo(title: "analysis did not terminate"))
+        self.calls = result == nil ? calls + 1 : calls
+        fetched = present
+        absentReads = log.absentReads
+        read = log.read
+        self.emptyNeeds = emptyNeeds
+        self.needs = needs
+    }
+}
+
+extension RangeSet where Bound == Int64 {
+    /// Sum of the ranges' lengths.
+    var bytes: Int64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) } }
+
+    /// Whether all of `range` is covered.
+    func covers(_ range: Range<Int64>) -> Bool {
+        range.isEmpty || ranges.contains { $0.lowerBound <= range.lowerBound && range.upperBound <= $0.upperBound }
+    }
+
+    /// "[a, b) ∪ [c, d)" for messages.
+    var text: String { ranges.map { "[\($0.lowerBound), \($0.upperBound))" }.joined(separator: " ∪ ") }
+}
+
+/// Runs command-line tools for the tests, bounded in time.
+enum Tool {
+    struct Output {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    /// Runs `program arguments` to completion (at most `timeout` seconds, then it is killed and this throws).
+    /// Output goes through files, so a chatty child can never block on a full pipe.
+    static func run(_ program: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> Output {
+        guard let path = which(program) else {
+            throw TestSupportError("\(program) is not installed; install the Debian package ffmpeg (scripts/install-deps.sh does)")
+        }
+        let dir = try TemporaryDirectory(prefix: "cloudsync-audio-run")
+        let out = dir.file("stdout"), err = dir.file("stderr")
+        guard FileManager.default.createFile(atPath: out.path, contents: nil),
+              FileManager.default.createFile(atPath: err.path, contents: nil)
+        else { throw TestSupportError("cannot create output files in \(dir.path)") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw TestSupportError("\(program) \(arguments.prefix(4).joined(separator: " ")) … did not finish within \(timeout) s")
+        }
+        return Output(status: process.terminationStatus,
+                      stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                      stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+    }
+
+    /// Runs and throws with the tool's stderr unless it exits 0.
+    @discardableResult
+    static func check(_ program: String, _ arguments: [String]) throws -> String {
+        let output = try run(program, arguments)
+        guard output.status == 0 else {
+            throw TestSupportError("\(program) \(arguments.joined(separator: " ")) exited \(output.status): \(output.stderr)")
+        }
+        return output.stdout
+    }
+}
+
+/// The policies the fixture tests run: the defaults, and a tight one whose start sets leave real holes in these
+/// 40-second files (with the defaults, 512 KiB of audio plus the 128 KiB tail is most of a compressed file).
+enum Policies {
+    static let standard = StartSetPolicy()
+    static let tight = StartSetPolicy(headSeconds: 10, minimumAudioBytes: 16 << 10, tailBytes: 8 << 10)
+
+    static func named(_ name: String) -> StartSetPolicy { name == "tight" ? tight : standard }
+}
