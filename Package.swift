@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "CloudSyncAuth", dependencies: ["CloudSyncCore", "CloudSyncHTTP"]),
 
         /// Sync: listing → plan → fetch → verify → promote; scheduler and range fetcher.
-        .target(name: "CloudSyncEngine", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncCache"]),
+        .target(name: "CloudSyncEngine", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncCache", "CloudSyncAudio"]),
         /// Loopback HTTP/1.1 server for players: Range from the cache, holes filled by the engine; a read-only WebDAV face.
         .target(name: "CloudSyncServer", dependencies: ["CloudSyncCore", "CloudSyncCache", "CloudSyncEngine", "CloudSyncXML"]),
         /// Command-line parsing, wiring of config to providers, output; one call per command.

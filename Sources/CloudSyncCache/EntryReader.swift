@@ -9,17 +9,22 @@ extension Cache {
     /// Opens the entry at `path` of `remote` for reading (for `serve`), touching its last access time (best
     /// effort: a full disk must not stop playback). Reading never blocks writers; it sees bytes once a writer
     /// has checkpointed them.
-    /// Throws `.notFound` for an unknown entry.
-    public func openReader(remote: String, path: String) throws(CacheError) -> EntryReader {
+    /// Throws `.notFound` for an unknown entry. `touching: false` leaves the access time alone (the cache's own
+    /// reads: analysing a track's start set is not an access).
+    public func openReader(remote: String, path: String, touching: Bool = true) throws(CacheError) -> EntryReader {
         guard let row = try row(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
+        if touching { touch(row) }
+        return EntryReader(cache: self, row: row)
+    }
+
+    private func touch(_ row: IndexRow) {
         do {
             try withDatabase { db throws(CacheError) in
                 try db.run("UPDATE files SET last_access = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .int(row.id)])
             }
         } catch {
-            logger.debug("could not record the access to \(remote):\(path): \(error)")
+            logger.debug("could not record the access to \(row.remote):\(row.path): \(error)")
         }
-        return EntryReader(cache: self, row: row)
     }
 }
 

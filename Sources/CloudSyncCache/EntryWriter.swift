@@ -371,7 +371,8 @@ public final class EntryWriter: Sendable {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
         }
         guard fd >= 0 else {
-            let reader = try cache.openReader(remote: remote, path: path)
+            let reader = try cache.openReader(remote: remote, path: path, touching: false)
+            defer { reader.close() }
             return try reader.read(range)
         }
         return try preadAll(fd: fd, range: range, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)

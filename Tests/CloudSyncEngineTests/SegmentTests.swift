@@ -43,11 +43,24 @@ import Testing
         #expect(try fixture.server.stats()["max_active"] ?? 0 >= 2)
 
         let small = Self.gets(log, "small.mp3")
-        #expect(small.count == 4 && Self.mostAtOnce(small) == 1, "the small file: \(small.map { $0.range ?? "-" })")
+        Self.expectTiling(small, size: 900_000)
+        #expect(Self.mostAtOnce(small) == 1, "the small file: \(small.map { $0.range ?? "-" })")
     }
 
-    /// `segments = 1` (here from `--segments 1`): the big file goes exactly as before, one GET at a time, chunk
-    /// after chunk in file order.
+    /// The requested ranges of `gets` tile `0..<size` without overlap: every byte asked for exactly once.
+    static func expectTiling(_ gets: [Served], size: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        let requested = gets.compactMap(\.requested).sorted { $0.lowerBound < $1.lowerBound }
+        #expect(requested.count == gets.count, sourceLocation: sourceLocation)
+        var next: Int64 = 0
+        for range in requested {
+            #expect(range.lowerBound == next, "ranges overlap or leave a hole at \(next): \(requested)", sourceLocation: sourceLocation)
+            next = range.upperBound
+        }
+        #expect(next == Int64(size), sourceLocation: sourceLocation)
+    }
+
+    /// `segments = 1` (here from `--segments 1`): one GET at a time; after the start set (the first bytes and the
+    /// tail), chunk after chunk in file order.
     @Test func oneSegmentIsOneStreamInOrder() throws {
         let fixture = try Fixture(seed: 32, files: [("Big/long.flac", Self.bigSize)], rate: 8 << 20, pull: Self.pull)
         defer { fixture.cleanup() }
@@ -55,10 +68,11 @@ import Testing
         #expect(r.status == 0, "stderr: \(r.stderr)")
         try fixture.env.expectTracksEqual(fixture.library)
         let big = Self.gets(try fixture.server.log(), "long.flac")
-        let expected = stride(from: Int64(0), to: Int64(Self.bigSize), by: Int(Self.chunk)).map {
-            $0 ..< min($0 + Self.chunk, Int64(Self.bigSize))
-        }
-        #expect(big.compactMap(\.requested) == expected)
+        Self.expectTiling(big, size: Self.bigSize)
+        let tailStart = Int64(Self.bigSize - (128 << 10))
+        let rest = big.compactMap(\.requested).drop { $0.lowerBound < 576 << 10 || $0.lowerBound >= tailStart }
+        #expect(rest.allSatisfy { $0.count <= Self.chunk }, "\(rest)")
+        #expect(zip(rest, rest.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound }, "not in file order: \(rest)")
         #expect(Self.mostAtOnce(big) == 1)
         #expect(try fixture.server.stats()["max_active"] == 1)
     }
@@ -66,10 +80,10 @@ import Testing
     /// The server honours Range for the first answers, then ignores it (200 with the whole body): each segment
     /// stops at the end of its claim and one stream fetches the rest, so no two streams download the whole file.
     @Test func serverThatStopsHonouringRangeFallsBackToOneStream() throws {
-        // Two GETs for the head (512 KiB in 256 KiB chunks), the first chunk of the rest alone, one segment; then
-        // the server ignores Range.
+        // Four GETs for the start set (576 KiB in 256 KiB chunks, then the tail), the first chunk of the rest
+        // alone, one segment; then the server ignores Range.
         let fixture = try Fixture(seed: 33, files: [("Big/long.flac", Self.bigSize)], rate: 4 << 20,
-                                  faults: #"[{"kind": "none", "count": 4}, {"kind": "ignore_range", "count": -1}]"#,
+                                  faults: #"[{"kind": "none", "count": 6}, {"kind": "ignore_range", "count": -1}]"#,
                                   pull: Self.pull)
         defer { fixture.cleanup() }
         let r = try fixture.env.run(["pull"])
@@ -124,7 +138,8 @@ import Testing
         #expect(refetched == Int64(8 << 20) - cached, "the resumed pull fetched \(refetched) bytes, \((8 << 20) - cached) were missing")
     }
 
-    /// `--head-first` with segments: the heads go first (one GET each), then big files in segments.
+    /// `--head-first` with segments: the start sets go first (the first 128 KiB and the tail of each), then big
+    /// files in segments.
     @Test func headFirstThenSegments() throws {
         let fixture = try Fixture(seed: 36, files: [("A/long.flac", Self.bigSize), ("B/long.flac", Self.bigSize)],
                                   rate: 4 << 20, pull: Self.pull)
@@ -133,8 +148,9 @@ import Testing
         #expect(r.status == 0, "stderr: \(r.stderr)")
         try fixture.env.expectTracksEqual(fixture.library)
         let log = try fixture.server.log().sorted { $0.t < $1.t }
-        #expect(log.prefix(2).allSatisfy { $0.range == "bytes=0-65535" }, "\(log.prefix(2).map(\.range))")
-        #expect(log.dropFirst(2).allSatisfy { $0.rangeStart >= 65536 })
+        let tailStart = Int64(Self.bigSize - (128 << 10))
+        #expect(log.prefix(4).allSatisfy { $0.range == "bytes=0-131071" || $0.rangeStart == tailStart }, "\(log.prefix(4).map(\.range))")
+        #expect(log.dropFirst(4).allSatisfy { $0.rangeStart >= 131_072 && $0.rangeStart < tailStart })
         #expect(Self.mostAtOnce(Self.gets(log, "A/long.flac")) >= 2)
     }
 
