@@ -93,6 +93,13 @@ struct BenchQuickTests {
         #expect(table.contains("ls-offline"), "no ls --offline row in:\n\(table)")
     }
 
+    @Test("soak --quick: two serves, pull and cache loops, 16 byte-checking players: 0 wrong bytes, crashes, hangs")
+    func soak() throws {
+        let (status, table, stderr) = try Self.runQuick("soak")
+        #expect(status == 0, "bench/soak.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(table.contains("| **wrong bytes** | **0** |"), "table:\n\(table)")
+    }
+
     @Test("torture --quick: every fault row behaves as expected")
     func torture() throws {
         let (status, table, stderr) = try Self.runQuick("torture")
