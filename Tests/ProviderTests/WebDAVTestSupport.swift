@@ -46,7 +46,7 @@ final class MemorySink: ByteSink {
 
 /// A transport that must never be used (parsing tests).
 struct UnusedTransport: Transport {
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
         throw ProviderError(.invalidResponse, "UnusedTransport.send called for \(request.method) \(request.url)")
     }
 
