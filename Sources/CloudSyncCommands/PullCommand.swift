@@ -63,7 +63,7 @@ struct PullCommand {
                                     transport: transport, pacer: built.pacer, cache: cache, options: options,
                                     logger: context.logger, events: renderer.handle)
                     report = try await sync.run()
-                    if !report.failed.isEmpty { worst = max(worst, report.exitCode) }
+                    worst = max(worst, report.exitCode)
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {

@@ -105,6 +105,10 @@ public struct SyncReport: Sendable, Codable {
     public var fetchedBytes: Int64 = 0
     public var skipped = 0
     public var failed: [Failure] = []
+    /// Folders (relative to the root, "" = the root) the provider could not read in this listing (403, malformed
+    /// answer, over the size cap or the API deadline, too deep): their new tracks were not seen, their known ones
+    /// are kept. Sorted.
+    public var unreadableFolders: [String] = []
     /// The error that stopped the whole remote (listing failed, lock held), if any. Not in JSON when nil.
     public var fatal: String?
 
@@ -112,6 +116,7 @@ public struct SyncReport: Sendable, Codable {
         case remote, provider, listed, new, changed, deleted, skipped, failed, fatal
         case fetchedFiles = "fetched_files"
         case fetchedBytes = "fetched_bytes"
+        case unreadableFolders = "unreadable_folders"
     }
 
     public init(remote: String, provider: String) {
@@ -119,9 +124,10 @@ public struct SyncReport: Sendable, Codable {
         self.provider = provider
     }
 
-    /// 0 when nothing failed; 5 when every file failed because the remote stayed unavailable; else 1.
+    /// 0 when nothing failed; 5 when every file failed because the remote stayed unavailable; else 1 (a file
+    /// failed, or a folder could not be read, so its new tracks were not fetched).
     public var exitCode: ExitCode {
-        if failed.isEmpty { return .ok }
+        if failed.isEmpty { return unreadableFolders.isEmpty ? .ok : .partialFailure }
         if fetchedFiles == 0, failed.allSatisfy({ $0.exitCode == .unavailable }) { return .unavailable }
         return .partialFailure
     }
