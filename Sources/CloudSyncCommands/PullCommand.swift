@@ -47,6 +47,7 @@ struct PullCommand {
         let cache = try setup.openCache(config)
         var transportOptions = CurlTransportOptions()
         transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }
+        transportOptions.apiTimeout = settings.apiTimeout
         let transport = try CurlTransport(options: transportOptions, logger: context.logger)
         let factory = setup.providerFactory(config, transport: transport, settings: settings)
         let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun)

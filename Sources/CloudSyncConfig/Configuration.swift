@@ -53,9 +53,12 @@ public struct PullSettings: Sendable, Hashable {
     public var retries: Int
     /// Bytes of each track fetched first by `--head-first` (default 512 KiB).
     public var headFirst: Int64
+    /// Seconds one API request (a listing page, a PROPFIND, a link) may take in all, answer included (default 5 min).
+    /// Downloads have no such deadline.
+    public var apiTimeout: TimeInterval
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
-                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10) {
+                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10, apiTimeout: TimeInterval = 300) {
         self.jobs = jobs
         self.chunkSize = chunkSize
         self.segments = segments
@@ -63,6 +66,7 @@ public struct PullSettings: Sendable, Hashable {
         self.bwlimit = bwlimit
         self.retries = retries
         self.headFirst = headFirst
+        self.apiTimeout = apiTimeout
     }
 }
 

@@ -24,6 +24,7 @@ extension Configuration {
         lines.append(entry("pull.bwlimit", "bwlimit", .text(pull.bwlimit.map { Self.renderSize($0) + "/s" } ?? "off")))
         lines.append("retries = \(pull.retries)")
         lines.append(entry("pull.head_first", "head_first", .text(Self.renderSize(pull.headFirst))))
+        lines.append(entry("pull.api_timeout", "api_timeout", .text(Self.renderDuration(pull.apiTimeout))))
         lines.append("")
         lines.append("[audio]")
         lines.append("extensions = [" + audio.extensions.sorted().map(Self.quoted).joined(separator: ", ") + "]")

@@ -5,7 +5,7 @@ import Foundation
 enum Schema {
     static let sections = ["cache", "pull", "audio", "remote"]
     static let cache = ["dir", "max_size", "max_age", "checkpoint"]
-    static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first"]
+    static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first", "api_timeout"]
     static let audio = ["extensions"]
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
@@ -87,6 +87,7 @@ struct SchemaReader {
             pull.retries = Int(retries)
         }
         pull.headFirst = try size("head_first", in: pullTable, path: "pull", default: pull.headFirst)
+        pull.apiTimeout = try duration("api_timeout", in: pullTable, path: "pull", default: pull.apiTimeout)
 
         var audio = AudioFilter()
         if let audioTable, let node = audioTable["extensions"] {
