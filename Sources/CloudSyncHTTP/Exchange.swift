@@ -447,7 +447,7 @@ final class Exchange: @unchecked Sendable {
     }
 
     private func unreachable(_ host: String, _ detail: String, _ cause: InterruptedTransfer) -> ProviderError {
-        ProviderError(.unreachable, "cannot reach \(host) over the network: \(detail); check the network connection (and that the server is up), cloudsync retries", cause: cause)
+        ProviderError(.unreachable, "cannot reach \(host) over the network: \(detail); check the network connection and that the server is up", cause: cause)
     }
 
     /// Whether curl sent (some of) the request, i.e. a connection to the server existed (`CURLINFO_REQUEST_SIZE`).
