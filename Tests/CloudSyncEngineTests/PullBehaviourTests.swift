@@ -160,7 +160,8 @@ import Testing
         #expect(remotes.count == 1)
         let remote = remotes[0]
         #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "changed", "deleted", "fetched_files",
-                                     "fetched_bytes", "skipped", "failed"])
+                                     "fetched_bytes", "skipped", "failed", "unreadable_folders"])
+        #expect(remote["unreadable_folders"] as? [String] == [], "every folder was read")
         #expect(remote["remote"] as? String == "lib" && remote["provider"] as? String == "webdav")
         #expect((remote["listed"] as? NSNumber)?.intValue == 2 && (remote["new"] as? NSNumber)?.intValue == 2)
         #expect((remote["fetched_files"] as? NSNumber)?.intValue == 1)
