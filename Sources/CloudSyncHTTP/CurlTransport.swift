@@ -65,7 +65,8 @@ public final class CurlTransport: Transport {
 
     public func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
         let limit = options.maxResponseBody, errorLimit = options.maxErrorBody
-        let deadline = options.apiTimeout.map { ContinuousClock.now + .milliseconds(Int64(($0 * 1000).rounded(.up))) }
+        // Clamped to a year, so any configured value converts to whole milliseconds without overflow.
+        let deadline = options.apiTimeout.map { ContinuousClock.now + .milliseconds(Int64((min(max($0, 0.001), 366 * 86400) * 1000).rounded(.up))) }
         let (final, result) = try await follow(request, extraHeaders: [], acceptsCompression: true, deadline: deadline) {
             .stream(sink: sink, limit: limit, errorLimit: errorLimit)
         }
