@@ -44,7 +44,7 @@ let package = Package(
         /// Yandex.Disk REST API adapter.
         .target(name: "YandexDisk", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/YandexDisk"),
         /// Generic WebDAV (RFC 4918) adapter.
-        .target(name: "WebDAV", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/WebDAV"),
+        .target(name: "WebDAV", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncXML"], path: "Providers/WebDAV"),
 
         /// Logins per provider (device code, PKCE paste, loopback), the 0600 token store and lock-serialised refresh.
         .target(name: "CloudSyncAuth", dependencies: ["CloudSyncCore", "CloudSyncHTTP"]),

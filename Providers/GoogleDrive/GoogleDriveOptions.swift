@@ -1,3 +1,4 @@
+import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 
@@ -28,6 +29,9 @@ public struct GoogleDriveOptions: Sendable {
     /// Retry downloads refused with 403 `cannotDownloadAbusiveFile` with `acknowledgeAbuse=true`.
     public var acknowledgeAbuse: Bool
     public var listingStrategy: ListingStrategy
+    /// Bounds of the `.walk` strategy: more folders than `maxFolders` end the listing with `.invalidResponse` (the walk
+    /// visits each folder id once, so only a server that keeps inventing folders reaches it; depth is not bounded).
+    public var walkLimits: WalkLimits
 
     // Literal URLs always parse; the fallback only satisfies the type checker.
     public static let defaultAPIURL = URL(string: "https://www.googleapis.com") ?? URL(fileURLWithPath: "/")
@@ -35,7 +39,7 @@ public struct GoogleDriveOptions: Sendable {
 
     public init(remoteName: String, root: String = "", apiURL: URL = GoogleDriveOptions.defaultAPIURL,
                 contentURL: URL? = nil, tokenURL: URL = GoogleDriveOptions.defaultTokenURL, pageSize: Int = 1000,
-                acknowledgeAbuse: Bool = false, listingStrategy: ListingStrategy = .flat) {
+                acknowledgeAbuse: Bool = false, listingStrategy: ListingStrategy = .flat, walkLimits: WalkLimits = WalkLimits()) {
         self.remoteName = remoteName
         self.root = root
         self.apiURL = apiURL
@@ -44,6 +48,7 @@ public struct GoogleDriveOptions: Sendable {
         self.pageSize = max(1, min(1000, pageSize))
         self.acknowledgeAbuse = acknowledgeAbuse
         self.listingStrategy = listingStrategy
+        self.walkLimits = walkLimits
     }
 
     /// The `OAuthRefresher` client for this remote: refresh_token grant at `tokenURL` with client id/secret.

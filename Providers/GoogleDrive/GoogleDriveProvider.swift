@@ -190,6 +190,9 @@ public final class GoogleDriveProvider: Provider {
                 if file.isFolder, file.trashed != true { found.append(file.id) }
             }
             for id in found where seen.insert(id).inserted { queue.append(id) }
+            guard seen.count <= options.walkLimits.maxFolders else {
+                throw options.walkLimits.tooManyFolders(remote: remoteName, root: options.root)
+            }
         }
     }
 

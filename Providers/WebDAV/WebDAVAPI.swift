@@ -1,8 +1,6 @@
 import CloudSyncCore
+import CloudSyncXML
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 
 /// Wire types and parsing of RFC 4918 PROPFIND / 207 Multi-Status.
 enum WebDAVAPI {
@@ -35,24 +33,14 @@ enum WebDAVAPI {
         var description: String
     }
 
-    /// Parses a 207 body namespace-aware (prefixes are ignored: Apache mixes `D:`, `lp1:`, `g0:` for `DAV:`).
-    /// Responses whose own `<status>` is not 2xx, and responses without an href, are dropped. Properties from
-    /// non-2xx propstats (e.g. the 404 block for unknown properties) are ignored.
+    /// Parses a whole 207 body (golden fixtures and tests; listings stream, see ``MultistatusParser``).
     /// Throws `ParseError` when the body is not well-formed XML or its root is not `DAV:multistatus`.
     static func parseMultistatus(_ data: Data) throws -> [Entry] {
-        let delegate = MultistatusDelegate()
-        let parser = XMLParser(data: data)
-        parser.shouldProcessNamespaces = true
-        parser.shouldReportNamespacePrefixes = false
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = delegate
-        let ok = parser.parse()
-        if !ok || delegate.failure != nil {
-            let reason = delegate.failure ?? parser.parserError.map { "\($0.localizedDescription)" } ?? "unknown XML error"
-            throw ParseError(description: "malformed multistatus XML at line \(parser.lineNumber): \(reason)")
-        }
-        guard delegate.sawRoot else { throw ParseError(description: "the body is not a DAV:multistatus document") }
-        return delegate.entries
+        var entries: [Entry] = []
+        let parser = try MultistatusParser { entries.append($0) }
+        try parser.feed(data)
+        try parser.finish()
+        return entries
     }
 
     /// Status code of a `<status>` line like "HTTP/1.1 404 Not Found"; nil when it has none.
@@ -84,11 +72,51 @@ enum WebDAVAPI {
     }
 }
 
-/// SAX state machine over `DAV:multistatus`. Used by one parse on one thread only.
-private final class MultistatusDelegate: NSObject, XMLParserDelegate {
-    var entries: [WebDAVAPI.Entry] = []
-    var sawRoot = false
-    var failure: String?
+/// A streaming parse of a 207 body: bytes go in as they arrive, each `<response>` comes out as an ``WebDAVAPI/Entry``
+/// as soon as it closes, and nothing else is kept, so memory does not grow with the answer. Namespace-aware on
+/// libxml2 (CloudSyncXML): prefixes are ignored (Apache mixes `D:`, `lp1:`, `g0:` for `DAV:`). Responses whose own
+/// `<status>` is not 2xx, and responses without an href, are dropped; properties from non-2xx propstats (the 404
+/// block for unknown properties) are ignored. Errors are `ParseError`: not well-formed XML, a DOCTYPE, a root that
+/// is not `DAV:multistatus`, over 32 MiB, or nesting deeper than 64. One parse, one thread at a time.
+final class MultistatusParser {
+    private let handler: MultistatusHandler
+    private let parser: XMLPushParser
+
+    /// `onEntry` gets each complete response in document order; an error it throws ends the parse.
+    init(onEntry: @escaping (WebDAVAPI.Entry) throws -> Void) throws {
+        handler = MultistatusHandler(onEntry: onEntry)
+        do {
+            parser = try XMLPushParser(handler: handler)
+        } catch {
+            throw WebDAVAPI.ParseError(description: error.description)
+        }
+    }
+
+    /// Parses the next bytes of the body.
+    func feed(_ bytes: UnsafeRawBufferPointer) throws {
+        do { try parser.feed(bytes) } catch { throw Self.parseError(error) }
+    }
+
+    func feed(_ data: Data) throws { try data.withUnsafeBytes { try feed($0) } }
+
+    /// Ends the body: throws when it is incomplete or was no multistatus.
+    func finish() throws {
+        do { try parser.finish() } catch { throw Self.parseError(error) }
+        guard handler.sawRoot else { throw WebDAVAPI.ParseError(description: "the body is not a DAV:multistatus document") }
+    }
+
+    private static func parseError(_ error: any Error) -> any Error {
+        switch error {
+        case let xml as XMLError: WebDAVAPI.ParseError(description: "malformed multistatus XML: \(xml)")
+        default: error
+        }
+    }
+}
+
+/// SAX state machine over `DAV:multistatus`, fed by ``MultistatusParser``.
+private final class MultistatusHandler: XMLEventHandler {
+    private let onEntry: (WebDAVAPI.Entry) throws -> Void
+    private(set) var sawRoot = false
 
     private struct Name: Equatable {
         var namespace: String
@@ -96,27 +124,29 @@ private final class MultistatusDelegate: NSObject, XMLParserDelegate {
     }
 
     private var stack: [Name] = []
-    private var text = ""
+    /// UTF-8 of the innermost element's text so far.
+    private var text: [UInt8] = []
     private var current: WebDAVAPI.Entry?
     private var responseStatus: Int?
     private var propstat: WebDAVAPI.Entry?
     private var propstatStatus: Int?
     private var propstats: [(WebDAVAPI.Entry, Int?)] = []
 
+    init(onEntry: @escaping (WebDAVAPI.Entry) throws -> Void) { self.onEntry = onEntry }
+
     private func isDAV(_ name: Name, _ local: String) -> Bool { name.namespace == WebDAVAPI.davNamespace && name.local == local }
 
-    func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
-                qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]) {
-        let name = Name(namespace: namespaceURI ?? "", local: elementName)
+    func startElement(namespace: String, name local: String, attributes: [XMLAttribute]) throws {
+        let name = Name(namespace: namespace, local: local)
         if stack.isEmpty {
-            if isDAV(name, "multistatus") { sawRoot = true } else {
-                failure = "root element is {\(name.namespace)}\(name.local), not {DAV:}multistatus"
-                parser.abortParsing()
+            guard isDAV(name, "multistatus") else {
+                throw WebDAVAPI.ParseError(description: "the root element is {\(name.namespace)}\(name.local), not {DAV:}multistatus")
             }
+            sawRoot = true
         }
         let parent = stack.last
         stack.append(name)
-        text = ""
+        text.removeAll(keepingCapacity: true)
         if isDAV(name, "response"), let parent, isDAV(parent, "multistatus") {
             current = WebDAVAPI.Entry(href: "")
             responseStatus = nil
@@ -129,15 +159,13 @@ private final class MultistatusDelegate: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
+    func characters(_ utf8: UnsafeRawBufferPointer) throws { text.append(contentsOf: utf8) }
 
-    func parser(_ parser: XMLParser, foundCDATA CDATABlock: Data) { text += String(decoding: CDATABlock, as: UTF8.self) }
-
-    func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
+    func endElement(namespace: String, name local: String) throws {
         guard let name = stack.popLast() else { return }
         let parent = stack.last
-        let value = ASCII.trimmed(text)
-        defer { text = "" }
+        let value = String(decoding: ASCII.trimmingWhitespace(text), as: UTF8.self)
+        text.removeAll(keepingCapacity: true)
         if propstat != nil, let parent {
             // Direct children of <prop>.
             if isDAV(parent, "prop") {
@@ -167,6 +195,7 @@ private final class MultistatusDelegate: NSObject, XMLParserDelegate {
         }
         if isDAV(name, "response"), var entry = current {
             current = nil
+            defer { propstats = [] }
             if let s = responseStatus, !(200..<300).contains(s) { return }
             guard !entry.href.isEmpty else { return }
             var anyOK = propstats.isEmpty
@@ -179,11 +208,7 @@ private final class MultistatusDelegate: NSObject, XMLParserDelegate {
                 entry.contentType = ps.contentType ?? entry.contentType
                 entry.checksums += ps.checksums
             }
-            if anyOK { entries.append(entry) }
+            if anyOK { try onEntry(entry) }
         }
-    }
-
-    func parser(_ parser: XMLParser, parseErrorOccurred parseError: Error) {
-        if failure == nil { failure = "\(parseError.localizedDescription)" }
     }
 }

@@ -7,13 +7,13 @@ import Synchronization
 /// Synology, webdav.yandex.ru. See docs/webdav.md.
 ///
 /// Listing walks the tree breadth-first with `PROPFIND Depth: 1` (never `infinity`, which Apache, nginx and
-/// ownCloud refuse), at most ``maxConcurrentPropfinds`` at once, one request per folder and none per file.
-/// There is no change feed: every listing is `.full` and cursors are ignored.
+/// ownCloud refuse), at most ``maxConcurrentPropfinds`` at once, one request per folder and none per file, within
+/// `options.walkLimits`. Each answer is parsed while it arrives (libxml2's push parser) and only the folder's files
+/// and subfolders are kept, never the document. There is no change feed: every listing is `.full` and cursors are
+/// ignored.
 public final class WebDAVProvider: Provider {
     /// PROPFINDs in flight at once during a listing.
     public static let maxConcurrentPropfinds = 4
-    /// Folders deeper than this under the root are skipped with a warning (symlink loops on the server).
-    public static let maxDepth = 64
 
     public let options: WebDAVOptions
     public var remoteName: String { options.remoteName }
@@ -21,6 +21,8 @@ public final class WebDAVProvider: Provider {
     private let client: APIClient
     /// `options.url` and `options.root` checked and split once; a bad URL fails every call the same way.
     private let base: Result<BaseLocation, ProviderError>
+    /// The `Authorization` header (config and the URL's user info), checked once. A secret: never logged.
+    private let authorization: Result<String?, ProviderError>
     private let audio: AudioFilter
     private let logger: Logger
     /// Hash kinds seen in `oc:checksums` so far.
@@ -33,6 +35,8 @@ public final class WebDAVProvider: Provider {
         self.audio = audio
         self.logger = logger
         base = Result { try Self.baseLocation(options) }.mapError { $0 as? ProviderError ?? ProviderError(.configuration, "\($0)") }
+        authorization = Result { try options.resolvedAuthorization() }
+            .mapError { $0 as? ProviderError ?? ProviderError(.configuration, "\($0)") }
         let host = options.url.host ?? "<no host>"
         let name = options.remoteName
         self.client = APIClient(transport: transport, pacer: pacer, tokens: nil, logger: logger) { response in
@@ -52,10 +56,12 @@ public final class WebDAVProvider: Provider {
     /// listing is complete when the stream ends without error.
     ///
     /// Errors: on the root, 401 → `.unauthorized`, 404/409 → `.notFound`, 403 → `.forbidden`, a body that is
-    /// not a multistatus → `.invalidResponse`; 423/425/429/500/502/503/504/509 and cut connections are retried
-    /// by the pacer and surface as `.rateLimited`/`.transient` once retries are spent. A subfolder answering
-    /// 403/404/409 or malformed XML is logged as a warning and skipped; any other subfolder failure ends the
-    /// listing with that error (a partial `.full` listing would look like deletions).
+    /// not a multistatus, over 32 MiB or not finished within the API deadline → `.invalidResponse`;
+    /// 423/425/429/500/502/503/504/509 and cut connections are retried by the pacer and surface as
+    /// `.rateLimited`/`.transient` once retries are spent, an unreachable host as `.unreachable`. A subfolder
+    /// that cannot be read — 403/404/409, malformed XML, over the cap, too slow, too deep — is logged as a warning
+    /// and reported in `skippedFolders` (its known files are kept); any other subfolder failure ends the listing with
+    /// that error. More folders than `walkLimits.maxFolders` end it with `.invalidResponse`.
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
         ListingPage.stream { yield in try await self.walk(yield) }
     }
@@ -67,6 +73,8 @@ public final class WebDAVProvider: Provider {
 
     private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws {
         let base = try baseLocation()
+        _ = try authorization.get()
+        let limits = options.walkLimits
         var queue: [[String]] = [[]]
         var next = 0
         var visited: Set<[String]> = [[]]
@@ -89,10 +97,14 @@ public final class WebDAVProvider: Provider {
                     var tooDeep: [String] = []
                     for sub in subfolders where !visited.contains(sub) {
                         visited.insert(sub)
-                        if sub.count > Self.maxDepth {
-                            logger.warning("webdav \(remoteName): skipping '\(sub.joined(separator: "/"))': deeper than \(Self.maxDepth) folders (a symlink loop on the server?)")
+                        if sub.count > limits.maxDepth {
+                            logger.warning("webdav: \(limits.tooDeep(remote: remoteName, folder: sub.joined(separator: "/")))")
                             tooDeep.append(sub.joined(separator: "/"))
                             continue
+                        }
+                        guard visited.count <= limits.maxFolders else {
+                            group.cancelAll()
+                            throw limits.tooManyFolders(remote: remoteName, root: options.root)
                         }
                         queue.append(sub)
                     }
@@ -147,8 +159,9 @@ public final class WebDAVProvider: Provider {
 
     private func listFolder(_ folder: [String], base: BaseLocation) async throws -> FolderOutcome {
         try Task.checkCancellation()
+        let shownFolder = folder.joined(separator: "/")
         guard let url = base.url(for: folder, isFolder: true) else {
-            logger.warning("webdav \(remoteName): cannot build a URL for folder '\(folder.joined(separator: "/"))'; skipped")
+            logger.warning("webdav \(remoteName): cannot build a URL for folder '\(shownFolder)'; skipped")
             return .skipped(folder: folder)
         }
         var request = HTTPRequest(method: "PROPFIND", url: url, headers: [
@@ -156,12 +169,15 @@ public final class WebDAVProvider: Provider {
             "Content-Type": "application/xml; charset=utf-8",
             "Accept": "application/xml, text/xml",
         ], body: WebDAVAPI.propfindBody)
-        if let auth = options.authorization { request.headers.set("Authorization", auth) }
+        if let auth = try authorization.get() { request.headers.set("Authorization", auth) }
         let isRoot = folder.isEmpty
         let shown = redactedURL(url)
-        let response: HTTPResponse
+        let contents: FolderContents
         do {
-            response = try await client.send(request)
+            let (_, reader) = try await client.send(request, streamingInto: { [self] in
+                try FolderReader(provider: self, folder: folder, requestURL: url, base: base)
+            })
+            contents = try reader.finish()
         } catch var error as ProviderError {
             if isRoot {
                 switch error.code {
@@ -169,77 +185,82 @@ public final class WebDAVProvider: Provider {
                     error.message = "WebDAV collection \(shown) of remote \(remoteName) does not exist (HTTP \(error.status ?? 404)); check url and root in the config"
                 case .forbidden:
                     error.message = "WebDAV server refused to list \(shown) of remote \(remoteName) (HTTP 403); check the account's permissions, url and root"
+                case .invalidResponse:
+                    error.message = "WebDAV remote \(remoteName) cannot list \(shown): \(error.message)"
                 default: break
                 }
                 throw error
             }
             switch error.code {
             case .notFound, .forbidden:
-                logger.warning("webdav \(remoteName): cannot read folder '\(folder.joined(separator: "/"))' (HTTP \(error.status.map(String.init) ?? "?")); skipped")
+                logger.warning("webdav \(remoteName): cannot read folder '\(shownFolder)' (HTTP \(error.status.map(String.init) ?? "?")); skipped")
+                return .skipped(folder: folder)
+            case .invalidResponse:
+                logger.warning("webdav \(remoteName): cannot read folder '\(shownFolder)': \(error.message); skipped")
                 return .skipped(folder: folder)
             default:
                 throw error
             }
-        }
-        let entries: [WebDAVAPI.Entry]
-        do {
-            entries = try WebDAVAPI.parseMultistatus(response.body)
+        } catch is CancellationError {
+            throw CancellationError()
         } catch {
             let message = "WebDAV server answered PROPFIND \(shown) of remote \(remoteName) with an unreadable body (\(error)); check that url points at a WebDAV collection"
-            if isRoot { throw ProviderError(.invalidResponse, message, status: response.status) }
+            if isRoot { throw ProviderError(.invalidResponse, message, status: 207) }
             logger.warning("webdav \(remoteName): \(message); folder skipped")
             return .skipped(folder: folder)
         }
-        let (files, subfolders) = interpret(entries, folder: folder, requestURL: url, base: base)
-        return .listed(folder: folder, files: files, subfolders: subfolders)
+        if !contents.hashKinds.isEmpty { seenHashKinds.withLock { $0.formUnion(contents.hashKinds) } }
+        return .listed(folder: folder, files: contents.files, subfolders: contents.subfolders)
     }
 
-    /// Audio files and subfolders among `entries`, the answer for `folder`. The folder's own entry is
-    /// skipped; hrefs that do not resolve under the mirrored root are logged and skipped. Entries deeper than
-    /// one level (servers that ignore `Depth`) are kept: their paths are still right.
+    /// Audio files and subfolders among `entries`, the answer for `folder` (each as ``interpret(_:folder:requestPath:base:)``).
     func interpret(_ entries: [WebDAVAPI.Entry], folder: [String], requestURL: URL, base: BaseLocation)
         -> (files: [RemoteFile], subfolders: [[String]]) {
-        let requestPath = URLComponents(url: requestURL, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? "/"
-        var files: [RemoteFile] = []
-        var subfolders: [[String]] = []
-        var kinds: Set<HashKind> = []
-        for entry in entries {
-            guard let segments = WebDAVPath.resolve(href: entry.href, requestPath: requestPath) else {
-                logger.warning("webdav \(remoteName): skipping an entry whose href is not valid percent-encoded UTF-8 in the listing of '\(folder.joined(separator: "/"))'")
-                continue
-            }
-            guard segments.count >= base.segments.count, Array(segments.prefix(base.segments.count)) == base.segments else {
-                logger.warning("webdav \(remoteName): skipping href '/\(segments.joined(separator: "/"))': it is outside the mirrored collection")
-                continue
-            }
-            let relative = Array(segments.dropFirst(base.segments.count))
-            if relative == folder || relative.isEmpty { continue }
-            if entry.isCollection {
-                subfolders.append(relative)
-                continue
-            }
-            let path = relative.joined(separator: "/")
-            let mime = entry.contentType.flatMap { $0.isEmpty ? nil : $0 }
-            guard audio.isAudio(name: relative[relative.count - 1], mimeType: mime) else { continue }
-            guard let sizeText = entry.contentLength, let size = Int64(sizeText), size >= 0 else {
-                logger.warning("webdav \(remoteName): skipping '\(path)': the server gave no getcontentlength")
-                continue
-            }
-            let modified: Date
-            if let text = entry.lastModified, let date = WebDAVDate.parse(text) {
-                modified = date
-            } else {
-                logger.debug("webdav \(remoteName): '\(path)' has no readable getlastmodified (\(entry.lastModified ?? "none")); using 1970-01-01")
-                modified = Date(timeIntervalSince1970: 0)
-            }
-            let hashes = WebDAVAPI.hashes(fromChecksums: entry.checksums)
-            kinds.formUnion(hashes.map(\.kind))
-            files.append(RemoteFile(path: path, size: size, modified: modified, revision: entry.etag ?? "",
-                                    hashes: hashes, mimeType: mime,
-                                    downloadHint: base.url(for: relative, isFolder: false)?.absoluteString))
+        var contents = FolderContents()
+        let requestPath = Self.requestPath(of: requestURL)
+        for entry in entries { contents.add(interpret(entry, folder: folder, requestPath: requestPath, base: base)) }
+        if !contents.hashKinds.isEmpty { seenHashKinds.withLock { $0.formUnion(contents.hashKinds) } }
+        return (contents.files, contents.subfolders)
+    }
+
+    /// The percent-encoded path hrefs of an answer to `url` are resolved against.
+    static func requestPath(of url: URL) -> String {
+        URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? "/"
+    }
+
+    /// What one entry of the answer for `folder` is: an audio file, a subfolder, or nothing to list. The folder's
+    /// own entry is skipped; hrefs that do not resolve under the mirrored root are logged and skipped. Entries
+    /// deeper than one level (servers that ignore `Depth`) are kept: their paths are still right.
+    func interpret(_ entry: WebDAVAPI.Entry, folder: [String], requestPath: String, base: BaseLocation) -> ListedEntry? {
+        guard let segments = WebDAVPath.resolve(href: entry.href, requestPath: requestPath) else {
+            logger.warning("webdav \(remoteName): skipping an entry whose href is not valid percent-encoded UTF-8 in the listing of '\(folder.joined(separator: "/"))'")
+            return nil
         }
-        if !kinds.isEmpty { seenHashKinds.withLock { $0.formUnion(kinds) } }
-        return (files, subfolders)
+        guard segments.count >= base.segments.count, Array(segments.prefix(base.segments.count)) == base.segments else {
+            logger.warning("webdav \(remoteName): skipping href '/\(segments.joined(separator: "/"))': it is outside the mirrored collection")
+            return nil
+        }
+        let relative = Array(segments.dropFirst(base.segments.count))
+        if relative == folder || relative.isEmpty { return nil }
+        if entry.isCollection { return .subfolder(relative) }
+        let path = relative.joined(separator: "/")
+        let mime = entry.contentType.flatMap { $0.isEmpty ? nil : $0 }
+        guard audio.isAudio(name: relative[relative.count - 1], mimeType: mime) else { return nil }
+        guard let sizeText = entry.contentLength, let size = Int64(sizeText), size >= 0 else {
+            logger.warning("webdav \(remoteName): skipping '\(path)': the server gave no usable getcontentlength (\(entry.contentLength.map { "'\($0.prefix(40))'" } ?? "none"))")
+            return nil
+        }
+        let modified: Date
+        if let text = entry.lastModified, let date = WebDAVDate.parse(text) {
+            modified = date
+        } else {
+            logger.debug("webdav \(remoteName): '\(path)' has no readable getlastmodified (\(entry.lastModified ?? "none")); using 1970-01-01")
+            modified = Date(timeIntervalSince1970: 0)
+        }
+        let hashes = WebDAVAPI.hashes(fromChecksums: entry.checksums)
+        return .file(RemoteFile(path: path, size: size, modified: modified, revision: entry.etag ?? "",
+                                hashes: hashes, mimeType: mime,
+                                downloadHint: base.url(for: relative, isFolder: false)?.absoluteString))
     }
 
     // MARK: Downloads
@@ -256,7 +277,7 @@ public final class WebDAVProvider: Provider {
             throw ProviderError(.notFound, "remote \(remoteName): '\(file.path)' is not a file path under the collection; run `cloudsync pull` again to refresh the listing")
         }
         var headers: [(name: String, value: String)] = []
-        if let auth = options.authorization { headers.append((name: "Authorization", value: auth)) }
+        if let auth = try authorization.get() { headers.append((name: "Authorization", value: auth)) }
         return DownloadRequest(url: url, headers: headers, sendsAuthOnRedirect: false, etag: Self.strongETag(file.revision))
     }
 
@@ -302,5 +323,70 @@ public final class WebDAVProvider: Provider {
         if let seconds = Int(value), seconds >= 0 { return TimeInterval(seconds) }
         guard let date = WebDAVDate.parse(value) else { return nil }
         return max(0, date.timeIntervalSince(now))
+    }
+}
+
+/// One entry of a folder's answer, as listed.
+enum ListedEntry: Sendable {
+    case file(RemoteFile)
+    case subfolder([String])
+}
+
+/// What one folder's answer holds: all a listing keeps of it.
+struct FolderContents: Sendable {
+    var files: [RemoteFile] = []
+    var subfolders: [[String]] = []
+    /// Hash kinds seen in `oc:checksums`.
+    var hashKinds: Set<HashKind> = []
+
+    mutating func add(_ entry: ListedEntry?) {
+        switch entry {
+        case .file(let file):
+            files.append(file)
+            hashKinds.formUnion(file.hashes.map(\.kind))
+        case .subfolder(let segments):
+            subfolders.append(segments)
+        case nil:
+            break
+        }
+    }
+}
+
+/// The sink of one folder's PROPFIND: accepts a 207 and parses it as it streams, turning each `<response>` into a
+/// file or subfolder at once; ``finish()`` ends the parse. The transport calls `write` on its network thread, one call
+/// at a time, and the caller calls `finish` after `send` returned; the lock makes that ordering explicit, hence
+/// `@unchecked Sendable` (the parser is a non-Sendable class it owns alone).
+final class FolderReader: ResponseBodySink, @unchecked Sendable {
+    private let lock = NSLock()
+    private let parser: MultistatusParser
+    private let contents: ContentsBox
+
+    /// Written by the parser's entry callback, which runs inside `lock`.
+    private final class ContentsBox {
+        var value = FolderContents()
+    }
+
+    init(provider: WebDAVProvider, folder: [String], requestURL: URL, base: WebDAVProvider.BaseLocation) throws {
+        let box = ContentsBox()
+        let requestPath = WebDAVProvider.requestPath(of: requestURL)
+        parser = try MultistatusParser { entry in
+            box.value.add(provider.interpret(entry, folder: folder, requestPath: requestPath, base: base))
+        }
+        contents = box
+    }
+
+    func accepts(_ head: HTTPResponseHead) -> Bool { head.status == 207 }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try lock.withLock { try parser.feed(bytes) }
+    }
+
+    /// Ends the document and returns what the folder holds. Throws `WebDAVAPI.ParseError` when it was incomplete or
+    /// no multistatus (an empty 207 included).
+    func finish() throws -> FolderContents {
+        try lock.withLock {
+            try parser.finish()
+            return contents.value
+        }
     }
 }

@@ -53,7 +53,8 @@ public final class YandexDiskProvider: Provider {
     /// a refused token → `.unauthorized` after one refresh; 429/503/5xx are retried by the pacer and surface as
     /// `.rateLimited`/`.transient` once retries are spent. A subfolder that vanished during the walk is skipped with
     /// a warning (its files are gone too); any other failure ends the listing (a partial `.full` listing would look
-    /// like deletions).
+    /// like deletions). A walk stays within `options.walkLimits`: a folder deeper than `maxDepth` is not listed and
+    /// is reported in `skippedFolders`; more than `maxFolders` folders end the listing with `.invalidResponse`.
     public func listAudio(cursor: String?) -> AsyncThrowingStream<ListingPage, Error> {
         ListingPage.stream { yield in
             let yielded = self.usesFlatListing ? try await self.listFlat(yield) : try await self.walk(yield)
@@ -124,6 +125,7 @@ public final class YandexDiskProvider: Provider {
         var visited: Set<[String]> = [root]
         var yielded = false
         var requests = 0
+        let limits = options.walkLimits
         try await withThrowingTaskGroup(of: FolderOutcome.self) { group in
             var inFlight = 0
             while true {
@@ -142,10 +144,22 @@ public final class YandexDiskProvider: Provider {
                     yielded = true
                 }
                 if let nextOffset { queue.append(FolderTask(segments: task.segments, offset: nextOffset)) }
+                var tooDeep: [String] = []
                 for sub in subfolders where !visited.contains(sub) {
                     visited.insert(sub)
+                    let relative = sub.dropFirst(root.count).joined(separator: "/")
+                    if sub.count - root.count > limits.maxDepth {
+                        logger.warning("yandex: \(limits.tooDeep(remote: remoteName, folder: relative))")
+                        tooDeep.append(relative)
+                        continue
+                    }
+                    guard visited.count <= limits.maxFolders else {
+                        group.cancelAll()
+                        throw limits.tooManyFolders(remote: remoteName, root: options.root)
+                    }
                     queue.append(FolderTask(segments: sub, offset: 0))
                 }
+                if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
             }
         }
         logger.debug("yandex \(remoteName): walked \(visited.count) folder(s) in \(requests) request(s)")

@@ -1,3 +1,4 @@
+import CloudSyncCore
 import Foundation
 
 /// How one Yandex.Disk remote is reached (REST API v1). The token comes from the `TokenSource` given to the
@@ -25,15 +26,19 @@ public struct YandexOptions: Sendable {
     public var flatListing: Bool
     /// Folder pages requested at once during a walk.
     public var maxConcurrentRequests: Int
+    /// Bounds of a folder walk: folders visited and depth below the root.
+    public var walkLimits: WalkLimits
 
     public init(remoteName: String, root: String = "", apiURL: URL = YandexOptions.defaultAPIURL,
-                pageSize: Int = YandexOptions.defaultPageSize, flatListing: Bool = true, maxConcurrentRequests: Int = 4) {
+                pageSize: Int = YandexOptions.defaultPageSize, flatListing: Bool = true, maxConcurrentRequests: Int = 4,
+                walkLimits: WalkLimits = WalkLimits()) {
         self.remoteName = remoteName
         self.root = root
         self.apiURL = apiURL
         self.pageSize = max(1, pageSize)
         self.flatListing = flatListing
         self.maxConcurrentRequests = max(1, maxConcurrentRequests)
+        self.walkLimits = walkLimits
     }
 }
 

@@ -18,16 +18,18 @@ enum CommandTree {
         name: "ls",
         abstract: "List the audio files of remotes with their cache state.",
         discussion: """
-        Lists live from the provider (and refreshes the index) unless --offline is given. Columns: state \
-        (cached, partial NN%, missing), size, modified, path.
+        Lists live from the provider (and refreshes the index) unless --offline or --m3u is given. When the \
+        cloud cannot be reached (no network, DNS failure, connection refused) ls retries once, then prints the \
+        index's state with a warning and exits 0. Columns: state (cached, partial NN%, missing), size, modified, path.
         """,
         options: remoteSelection + [
             .flag("offline", "List from the local index without contacting the provider."),
+            .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10; when the host cannot be reached at all: 1, then the index is shown)."),
             .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, local_path)."),
             .flag("long", "Add hash, MIME type and local path columns."),
             .flag("cached", "Only tracks that are completely cached."),
             .flag("missing", "Only tracks that are not completely cached."),
-            .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765)."),
+            .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765), from the index: no network."),
             .value("port", "N", "With --m3u: the port of `cloudsync serve` (default 8765)."),
         ],
         positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root).", optional: true, repeats: false)]

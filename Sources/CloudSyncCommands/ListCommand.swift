@@ -7,8 +7,15 @@ import CloudSyncServer
 import Foundation
 
 /// `cloudsync ls`: audio files of the selected remotes with their cache state, live or from the index.
+///
+/// Interactive, so it fails fast offline: a host that cannot be reached at all (`.unreachable`: DNS, refused, no
+/// route) is retried ``unreachableRetries`` times, then the remote's rows come from the index with a one-line
+/// warning, exit 0. `--m3u` (a playlist for `serve`) and `--offline` never touch the network.
 struct ListCommand {
     let context: CommandContext
+
+    /// Retries of an unreachable host before the index is shown (`--retries` overrides it).
+    static let unreachableRetries = 1
 
     func run() async throws -> ExitCode {
         let args = context.arguments
@@ -20,19 +27,28 @@ struct ListCommand {
         let remotes = try setup.selectedRemotes(config)
         let cache = try setup.openCache(config)
         let prefix = args.positionals.first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) } ?? ""
+        let retries = try args.integer("retries", in: 0 ... 1000)
+        let live = !args.has("offline") && !args.has("m3u")
 
         var rows: [CacheEntryInfo] = []
         for remote in remotes {
-            if !args.has("offline") {
-                let transport = try CurlTransport(logger: context.logger)
-                let factory = setup.providerFactory(config, transport: transport)
-                let built = try factory.make(remote, retries: nil)
-                let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                                transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(),
-                                logger: context.logger, events: { _ in })
+            guard live else {
+                rows += try cache.entries(remote: remote.name)
+                continue
+            }
+            var transportOptions = CurlTransportOptions()
+            transportOptions.apiTimeout = config.pull.apiTimeout
+            let transport = try CurlTransport(options: transportOptions, logger: context.logger)
+            let factory = setup.providerFactory(config, transport: transport)
+            let built = try factory.make(remote, retries: retries, unreachableRetries: retries ?? Self.unreachableRetries)
+            let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
+                            transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(),
+                            logger: context.logger, events: { _ in })
+            do {
                 let listed = try await sync.refreshIndex()
                 rows += try cache.entries(remote: remote.name).filter { listed.contains($0.path) }
-            } else {
+            } catch let error as ProviderError where error.code == .unreachable {
+                context.console.err("cloudsync: warning: \(remote.name): offline, so this is the index's state (the last listing and what is cached), not the cloud's: \(error.message)\n")
                 rows += try cache.entries(remote: remote.name)
             }
         }

@@ -47,6 +47,7 @@ struct PullCommand {
 
         var transportOptions = CurlTransportOptions()
         transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }
+        transportOptions.apiTimeout = settings.apiTimeout
         let transport = try CurlTransport(options: transportOptions, logger: context.logger)
         let factory = setup.providerFactory(config, transport: transport, settings: settings)
         let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun)
@@ -63,7 +64,7 @@ struct PullCommand {
                                     transport: transport, pacer: built.pacer, cache: cache, options: options,
                                     logger: context.logger, events: renderer.handle)
                     report = try await sync.run()
-                    if !report.failed.isEmpty { worst = max(worst, report.exitCode) }
+                    worst = max(worst, report.exitCode)
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {

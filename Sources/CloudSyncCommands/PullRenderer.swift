@@ -132,11 +132,16 @@ final class PullRenderer: Sendable {
 
     func summary(_ report: SyncReport) {
         clearLive()
-        guard !quiet || !report.failed.isEmpty, !dryRun else { return }
+        guard !quiet || !report.failed.isEmpty || !report.unreadableFolders.isEmpty, !dryRun else { return }
         let elapsed = state.withLock { Date().timeIntervalSince($0.started) }
         var line = "\(report.remote): \(report.listed) listed, \(report.new) new, \(report.changed) changed, \(report.deleted) deleted; "
         line += "fetched \(report.fetchedFiles) files (\(ByteSize.format(report.fetchedBytes))) in \(String(format: "%.1f", elapsed)) s"
         line += report.failed.isEmpty ? "" : "; \(report.failed.count) failed"
+        if !report.unreadableFolders.isEmpty {
+            // Every one is named: they are what a person has to look at (their new tracks were not fetched).
+            let names = report.unreadableFolders.map { $0.isEmpty ? "/" : $0 }.joined(separator: ", ")
+            line += "; \(report.unreadableFolders.count) folder(s) could not be read: \(names)"
+        }
         if report.fatal == nil { console.err(line + "\n") }
     }
 

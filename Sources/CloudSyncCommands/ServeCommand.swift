@@ -26,7 +26,7 @@ struct ServeCommand {
         let cache = try setup.openCache(config)
         // Connection failures count as unreachable for API calls (link resolution) too, so the pacers'
         // unreachableRetries of 0 bound them as well.
-        let transport = UnreachableClassifyingTransport(try CurlTransport(logger: context.logger))
+        let transport = try CurlTransport(logger: context.logger)
         let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
         var unavailable: [String: String] = [:]

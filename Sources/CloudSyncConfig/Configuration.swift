@@ -60,9 +60,13 @@ public struct PullSettings: Sendable, Hashable {
     public var headFirst: Int64
     /// Seconds of audio in each track's start set (default 10).
     public var headSeconds: Double
+    /// Seconds one API request (a listing page, a PROPFIND, a link) may take in all, answer included (default 5 min).
+    /// Downloads have no such deadline.
+    public var apiTimeout: TimeInterval
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
-                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10, headSeconds: Double = 10) {
+                bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10, headSeconds: Double = 10,
+                apiTimeout: TimeInterval = 300) {
         self.jobs = jobs
         self.chunkSize = chunkSize
         self.segments = segments
@@ -71,6 +75,7 @@ public struct PullSettings: Sendable, Hashable {
         self.retries = retries
         self.headFirst = headFirst
         self.headSeconds = headSeconds
+        self.apiTimeout = apiTimeout
     }
 }
 

@@ -17,7 +17,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     public var meaning: String {
         switch self {
         case .ok: "success: everything asked for is done"
-        case .partialFailure: "some files failed; the others completed"
+        case .partialFailure: "some files failed, or some folders could not be read; the others completed"
         case .usage: "usage error: unknown command, flag or value"
         case .config: "configuration error"
         case .auth: "authentication needed or refused: run `cloudsync login NAME`"

@@ -41,3 +41,23 @@ public func redactedURL(_ url: URL) -> String {
     c.fragment = nil
     return c.string ?? "<url>"
 }
+
+/// A request URL safe to log whatever it points at: scheme, host, port and the first path segment, then `/…` when
+/// more followed. Download links of OneDrive and Yandex carry their credential in the path (and query), so
+/// request logs and transport messages use this, never the whole path: `https://downloader.disk.yandex.ru/disk/…`.
+public func redactedLink(_ url: URL) -> String {
+    guard let c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
+    var shown = URLComponents()
+    shown.scheme = c.scheme
+    shown.host = c.host
+    shown.port = c.port
+    guard var text = shown.string else { return "<url>" }
+    let segments = c.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: true)
+    if let first = segments.first {
+        text += "/" + first
+        if segments.count > 1 { text += "/…" } else if c.percentEncodedPath.hasSuffix("/") { text += "/" }
+    } else {
+        text += "/"
+    }
+    return text
+}

@@ -135,3 +135,31 @@ extension ListingPage {
         }
     }
 }
+
+/// Bounds of a provider's folder walk (WebDAV PROPFIND, Yandex folder pages, Drive's walk), so a server that reports
+/// an endless tree — a symlink loop, a generated tree — ends the listing with a clear error instead of keeping `ls` or
+/// `pull` (and its lock) busy for ever.
+public struct WalkLimits: Sendable, Hashable {
+    /// Folders a listing may visit, the root included. One more ends the listing with ``tooManyFolders(remote:root:)``
+    /// (nothing is removed on a listing cut short).
+    public var maxFolders: Int
+    /// Levels of folders below the root that are listed. A deeper folder is not listed: it is reported in
+    /// `ListingPage.skippedFolders` (its known tracks are kept, the pull names it and exits 1).
+    public var maxDepth: Int
+
+    public init(maxFolders: Int = 100_000, maxDepth: Int = 64) {
+        self.maxFolders = max(1, maxFolders)
+        self.maxDepth = max(0, maxDepth)
+    }
+
+    /// The error that ends a walk which found more than `maxFolders` folders.
+    public func tooManyFolders(remote: String, root: String) -> ProviderError {
+        let shown = root.isEmpty ? "the root" : "'\(root)'"
+        return ProviderError(.invalidResponse, "remote '\(remote)': the listing found more than \(maxFolders) folders under \(shown) and was stopped (a folder loop on the server, or a root that is not a music folder?); nothing was removed. Set root to the folder that holds the music")
+    }
+
+    /// The warning for `folder` (relative to the root), not listed because it lies deeper than `maxDepth`.
+    public func tooDeep(remote: String, folder: String) -> String {
+        "remote '\(remote)': folder '\(folder)' is not listed: it lies deeper than \(maxDepth) folders under the root (a folder loop on the server?); its cached tracks are kept"
+    }
+}

@@ -89,8 +89,8 @@ public final class OnDemand: Sendable {
         var probe: Task<Void, Never>?
     }
 
-    /// `transport` is wrapped so that connection failures libcurl reports as transient reach the pacer as
-    /// `.unreachable` (see ``UnreachableClassifyingTransport``); give the pacer few `unreachableRetries`.
+    /// The transport reports a cloud that cannot be reached as `.unreachable`; give the pacer few
+    /// `unreachableRetries` so serve fails fast.
     public init(remote: String, provider: any Provider, transport: any Transport, pacer: Pacer, cache: Cache,
                 options: OnDemandOptions = OnDemandOptions(), logger: Logger = .silent) {
         self.remote = remote
@@ -98,10 +98,9 @@ public final class OnDemand: Sendable {
         self.provider = provider
         self.options = options
         self.logger = logger
-        let classifying = UnreachableClassifyingTransport(transport)
-        self.transport = classifying
+        self.transport = transport
         // One stream per entry: a player reads in order, and a seek re-prioritises at once.
-        fetcher = FileFetcher(provider: provider, transport: classifying, pacer: pacer, chunkSize: options.chunkSize,
+        fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                               segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger)
     }
 
@@ -132,13 +131,10 @@ public final class OnDemand: Sendable {
         }
     }
 
-    /// Whether `error` means the cloud cannot be reached at all: `.unreachable`, or a `.transient` failure of
-    /// libcurl before any byte arrived that is a resolver or connect failure (curl codes 5, 6, 7).
+    /// Whether `error` means the cloud cannot be reached at all (DNS, refused, no route, connect timeout: the
+    /// transport's `.unreachable`).
     public static func isUnreachable(_ error: any Error) -> Bool {
-        guard let error = error as? ProviderError else { return false }
-        if error.code == .unreachable { return true }
-        guard error.code == .transient, let cut = error.cause as? InterruptedTransfer, cut.delivered.isEmpty else { return false }
-        return [5, 6, 7].contains(cut.curlCode)
+        (error as? ProviderError)?.code == .unreachable
     }
 
     /// Marks the remote offline after `error` while fetching `file`, and starts the background probe.
@@ -212,36 +208,6 @@ public final class OnDemand: Sendable {
             return true
         }
         if retired { session.job.writer.close() }
-    }
-}
-
-/// Reports connection failures that libcurl classifies as transient — it could not resolve the host (curl
-/// codes 5, 6) or connect to it (7: refused, no route) before any byte — as `.unreachable`, so the pacer
-/// bounds their retries with `unreachableRetries` and `serve` fails fast. Every other outcome passes through
-/// unchanged (an `.unreachable` from the transport itself included).
-public struct UnreachableClassifyingTransport: Transport {
-    let base: any Transport
-
-    public init(_ base: any Transport) {
-        self.base = (base as? UnreachableClassifyingTransport)?.base ?? base
-    }
-
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        do { return try await base.send(request) } catch { throw Self.classify(error) }
-    }
-
-    public func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
-                         into sink: any ByteSink) async throws -> DownloadOutcome {
-        do {
-            return try await base.download(request, range: range, ifRange: ifRange, whenRangeIgnored: whenRangeIgnored, into: sink)
-        } catch {
-            throw Self.classify(error)
-        }
-    }
-
-    static func classify(_ error: any Error) -> any Error {
-        guard let failure = error as? ProviderError, failure.code == .transient, OnDemand.isUnreachable(failure) else { return error }
-        return ProviderError(.unreachable, failure.message, status: failure.status, retryAfter: failure.retryAfter, cause: failure.cause)
     }
 }
 

@@ -100,6 +100,7 @@ public struct Sync: Sendable {
         }
         report.deleted = plan.remove.count
         report.skipped = plan.upToDate
+        report.unreadableFolders = survey.unreadableFolders
         return (plan, survey.cursor)
     }
 
@@ -118,6 +119,8 @@ public struct Sync: Sendable {
         /// Paths of every audio file the remote has now (kept files under unreadable folders included).
         var present: Set<String> = []
         var cursor: String?
+        /// Folders the provider could not read (`ListingPage.skippedFolders`), sorted, each once.
+        var unreadableFolders: [String] = []
     }
 
     /// Lists the remote and plans the pull. A full listing is planned and (with `recording`) recorded in the
@@ -131,11 +134,11 @@ public struct Sync: Sendable {
         var kind = ListingKind.full
         var changed: [String: RemoteFile] = [:]
         var deletions: [RemoteDeletion] = []
-        var skipped: [String] = []
+        var skipped: Set<String> = []
         for try await page in provider.listAudio(cursor: try cache.cursor(remote: remote)) {
             kind = page.kind
             if let c = page.cursor { survey.cursor = c }
-            skipped += page.skippedFolders
+            skipped.formUnion(page.skippedFolders)
             switch page.kind {
             case .full:
                 // A path listed twice keeps its first entry.
@@ -148,6 +151,7 @@ public struct Sync: Sendable {
         }
         // A stream also ends when this task is cancelled: a cut-short listing must never count as complete.
         try Task.checkCancellation()
+        survey.unreadableFolders = skipped.sorted()
         switch kind {
         case .full:
             var gone = try cache.knownPaths(remote: remote).subtracting(survey.present)
@@ -156,7 +160,9 @@ public struct Sync: Sendable {
                 let kept = gone.filter { path in skipped.contains { Self.isUnder(path, $0) } }
                 gone.subtract(kept)
                 survey.present.formUnion(kept)
-                events(.warning(remote: remote, message: "\(skipped.count) folder(s) could not be read; their cached tracks are kept: \(skipped.prefix(3).joined(separator: ", "))"))
+                let names = survey.unreadableFolders.prefix(3).map { $0.isEmpty ? "/" : $0 }
+                let more = skipped.count > names.count ? " and \(skipped.count - names.count) more" : ""
+                events(.warning(remote: remote, message: "\(skipped.count) folder(s) could not be read, so their new tracks were not fetched; their cached tracks are kept: \(names.joined(separator: ", "))\(more)"))
             }
             survey.plan.remove = gone.filter { options.selects($0) }.sorted()
         case .changes:
@@ -425,7 +431,10 @@ public struct Sync: Sendable {
             return .failed(message: cacheError.message, exitCode: cacheError.exitCode)
         }
         if let providerError = error as? ProviderError, !providerError.stopsRun {
-            return .failed(message: providerError.message, exitCode: providerError.exitCode)
+            // Only a remote that stayed unavailable (retries spent) counts towards exit 5; a wrong answer about this
+            // one file (a redirect to file:, a bad Content-Range) is a partial failure like any other.
+            return .failed(message: providerError.message,
+                           exitCode: providerError.isRetryable ? .unavailable : .partialFailure)
         }
         return nil
     }

@@ -120,6 +120,10 @@ public struct SyncReport: Sendable, Codable {
     public var fetchedBytes: Int64 = 0
     public var skipped = 0
     public var failed: [Failure] = []
+    /// Folders (relative to the root, "" = the root) the provider could not read in this listing (403, malformed
+    /// answer, over the size cap or the API deadline, too deep): their new tracks were not seen, their known ones
+    /// are kept. Sorted.
+    public var unreadableFolders: [String] = []
     /// The error that stopped the whole remote (listing failed, lock held), if any. Not in JSON when nil.
     public var fatal: String?
     /// Bytes fetched for start sets (heads), included in `fetchedBytes`.
@@ -135,6 +139,7 @@ public struct SyncReport: Sendable, Codable {
         case fetchedBytes = "fetched_bytes"
         case headBytes = "head_bytes"
         case headsCached = "heads_cached"
+        case unreadableFolders = "unreadable_folders"
     }
 
     public init(remote: String, provider: String) {
@@ -142,9 +147,10 @@ public struct SyncReport: Sendable, Codable {
         self.provider = provider
     }
 
-    /// 0 when nothing failed; 5 when every file failed because the remote stayed unavailable; else 1.
+    /// 0 when nothing failed; 5 when every file failed because the remote stayed unavailable; else 1 (a file
+    /// failed, or a folder could not be read, so its new tracks were not fetched).
     public var exitCode: ExitCode {
-        if failed.isEmpty { return .ok }
+        if failed.isEmpty { return unreadableFolders.isEmpty ? .ok : .partialFailure }
         if fetchedFiles == 0, failed.allSatisfy({ $0.exitCode == .unavailable }) { return .unavailable }
         return .partialFailure
     }

@@ -54,7 +54,26 @@ public struct APIClient: Sendable {
 
     /// Sends `request` with auth, retrying transient failures and refreshing an expired token once.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let what = "\(request.method) \(redactedURL(request.url))"
+        let transport = transport
+        return try await run(request) { try await (transport.send($0), ()) }.0
+    }
+
+    /// Like ``send(_:)``, but the body of the answer streams into a sink made afresh for every attempt by
+    /// `makeSink` (a retried request starts over); the successful attempt's sink is returned for the caller to
+    /// read. The classifier sees the head, and the body only of answers the sink did not accept.
+    public func send<Sink: ResponseBodySink>(_ request: HTTPRequest, streamingInto makeSink: @escaping @Sendable () throws -> Sink)
+        async throws -> (HTTPResponse, Sink) {
+        let transport = transport
+        return try await run(request) { req in
+            let sink = try makeSink()
+            return (try await transport.send(req, into: sink), sink)
+        }
+    }
+
+    /// The retry loop of both sends: `attempt` sends one authorised request.
+    private func run<T: Sendable>(_ request: HTTPRequest, _ attempt: @escaping @Sendable (HTTPRequest) async throws -> (HTTPResponse, T))
+        async throws -> (HTTPResponse, T) {
+        let what = "\(request.method) \(redactedLink(request.url))"
         return try await pacer.run(what) {
             // Tokens refused as expired by this request. Each refusal of a new token may refresh again (another
             // job may have spent or replaced the fresh one meanwhile); the same token twice means refresh failed.
@@ -68,9 +87,9 @@ public struct APIClient: Sendable {
                     req.headers.set("Authorization", "\(auth.scheme) \(t)")
                 }
                 let started = Date()
-                let response = try await transport.send(req)
-                logger.debug("\(what) → \(response.status), \(response.body.count) B, \(String(format: "%.3f", Date().timeIntervalSince(started))) s")
-                guard let error = classify(response) else { return response }
+                let (response, result) = try await attempt(req)
+                logger.debug("\(what) → \(response.status), \(String(format: "%.3f", Date().timeIntervalSince(started))) s")
+                guard let error = classify(response) else { return (response, result) }
                 if error.code == .tokenExpired, let tokens, let token, rejected.count < 3, rejected.insert(token).inserted {
                     _ = try await tokens.refresh(rejected: token)
                     continue

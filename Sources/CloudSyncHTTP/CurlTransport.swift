@@ -8,9 +8,13 @@ public struct CurlTransportOptions: Sendable {
     public var connectTimeout: TimeInterval = 30
     /// A transfer slower than `lowSpeedLimit` bytes/s for `lowSpeedTime` seconds is aborted as `.transient`
     /// (`CURLOPT_LOW_SPEED_LIMIT` / `_TIME`). With a bandwidth limit the threshold drops to 1/16 of it.
-    /// There is no overall timeout: a big file may take as long as it needs while it keeps moving.
+    /// Downloads have no overall timeout: a big file may take as long as it needs while it keeps moving.
     public var lowSpeedLimit: Int = 1024
     public var lowSpeedTime: TimeInterval = 60
+    /// Overall deadline of one `send` (API requests: connect, redirects and the whole answer), so an answer that
+    /// keeps dripping above the low-speed limit cannot hold a listing (and the pull lock) forever. Missed, it is
+    /// `.invalidResponse`, not retried: the same request would drip again. nil = none. Config: `pull.api_timeout`.
+    public var apiTimeout: TimeInterval? = 300
     /// libcurl's receive buffer (`CURLOPT_BUFFERSIZE`). 16 KiB (curl's default) costs 13–39 % throughput.
     public var receiveBufferSize: Int = 256 * 1024
     /// Redirects followed before giving up.
@@ -32,9 +36,11 @@ public struct CurlTransportOptions: Sendable {
 /// connections are reused (keep-alive, HTTP/2 multiplexing where offered) and cooperative threads never
 /// block. Redirects are followed here, not by curl: at most `maxRedirects`; 303, and 301/302 after a POST,
 /// become a GET without body; the request's `authHeaderNames` are dropped when scheme, host or port change
-/// unless `keepsAuthAcrossHosts`. Only http and https are spoken.
+/// unless `keepsAuthAcrossHosts`. Only http and https are spoken: a redirect elsewhere (`file:`, `gopher:`) is
+/// `.invalidResponse` for that request only.
 ///
-/// Logs one debug line per exchange: method, URL without query, status, bytes, seconds. Never headers.
+/// Logs one debug line per exchange: method, scheme, host and first path segment (``redactedLink(_:)``: download
+/// links carry credentials in their paths), status, bytes, seconds. Never headers.
 public final class CurlTransport: Transport {
     public let options: CurlTransportOptions
     private let logger: Logger
@@ -57,9 +63,12 @@ public final class CurlTransport: Transport {
     /// Whether the caller runs on the transport's network thread (for tests of `executor`).
     var isOnNetworkThread: Bool { loop.onLoopThread }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let (final, result) = try await follow(request, extraHeaders: [], acceptsCompression: true) {
-            .collect(limit: options.maxResponseBody)
+    public func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
+        let limit = options.maxResponseBody, errorLimit = options.maxErrorBody
+        // Clamped to a year, so any configured value converts to whole milliseconds without overflow.
+        let deadline = options.apiTimeout.map { ContinuousClock.now + .milliseconds(Int64((min(max($0, 0.001), 366 * 86400) * 1000).rounded(.up))) }
+        let (final, result) = try await follow(request, extraHeaders: [], acceptsCompression: true, deadline: deadline) {
+            .stream(sink: sink, limit: limit, errorLimit: errorLimit)
         }
         return HTTPResponse(head: HTTPResponseHead(status: result.status, headers: result.headers, url: final.url),
                             body: result.body)
@@ -74,7 +83,7 @@ public final class CurlTransport: Transport {
             if let ifRange, Self.isStrongETag(ifRange) { extra.append(("If-Range", ifRange)) }
         }
         let errorLimit = options.maxErrorBody
-        let (final, result) = try await follow(request, extraHeaders: extra, acceptsCompression: false) {
+        let (final, result) = try await follow(request, extraHeaders: extra, acceptsCompression: false, deadline: nil) {
             .download(range: range, sink: sink, errorLimit: errorLimit, whenRangeIgnored: whenRangeIgnored)
         }
         let head = HTTPResponseHead(status: result.status, headers: result.headers, url: final.url)
@@ -89,35 +98,50 @@ public final class CurlTransport: Transport {
         tag.hasPrefix("\"") && tag.hasSuffix("\"") && tag.count >= 2
     }
 
+    /// Sends `original` and follows its redirects. `deadline` bounds everything (API requests): a hop is not even
+    /// started once it passed, and each hop gets only the time left.
     private func follow(_ original: HTTPRequest, extraHeaders: [(String, String)], acceptsCompression: Bool,
-                        mode: () -> BodyMode) async throws -> (HTTPRequest, ExchangeResult) {
+                        deadline: ContinuousClock.Instant?, mode: () -> BodyMode) async throws -> (HTTPRequest, ExchangeResult) {
         var request = original
         var hops = 0
         while true {
             let started = ContinuousClock.now
+            if let deadline, started >= deadline { throw missedDeadline(original) }
             let exchange = try Exchange(request: request, extraHeaders: extraHeaders, mode: mode(), options: options,
-                                        acceptsCompression: acceptsCompression, pool: pool)
+                                        acceptsCompression: acceptsCompression, deadline: deadline, pool: pool)
             let result: ExchangeResult
             do {
                 result = try await loop.perform(exchange)
             } catch {
-                logger.debug("\(request.method) \(redactedURL(request.url)) → failed after \(Self.seconds(since: started)) s")
+                logger.debug("\(request.method) \(redactedLink(request.url)) → failed after \(Self.seconds(since: started)) s")
+                if exchange.missedDeadline { throw missedDeadline(original) }
                 throw error
             }
-            let bytes = result.delivered.isEmpty ? result.body.count : result.delivered.count
-            logger.debug("\(request.method) \(redactedURL(request.url)) → \(result.status), \(bytes) B, \(Self.seconds(since: started)) s")
+            let bytes = result.delivered.isEmpty ? result.bodyBytes : result.delivered.count
+            logger.debug("\(request.method) \(redactedLink(request.url)) → \(result.status), \(bytes) B, \(Self.seconds(since: started)) s")
             guard [301, 302, 303, 307, 308].contains(result.status), let location = result.headers["Location"] else {
                 return (request, result)
             }
+            let host = request.url.host ?? "the server"
             guard let next = URL(string: location, relativeTo: request.url)?.absoluteURL else {
-                throw ProviderError(.invalidResponse, "\(request.url.host ?? "server") redirected to an unusable Location; check the remote's URL settings", status: result.status)
+                throw ProviderError(.invalidResponse, "\(host) redirected to an unusable Location; check the remote's URL settings", status: result.status)
+            }
+            guard let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https", next.host?.isEmpty == false else {
+                // The answer about this one request is wrong, not the remote's settings: the request fails, others go on.
+                let target = next.scheme.map { "a \($0): URL" } ?? "a URL without a scheme"
+                throw ProviderError(.invalidResponse, "\(host) redirected \(request.method) \(redactedLink(original.url)) to \(target); cloudsync follows redirects to http and https only, so this request failed (the server's answer is wrong, others go on)", status: result.status)
             }
             hops += 1
             guard hops <= options.maxRedirects else {
-                throw ProviderError(.invalidResponse, "more than \(options.maxRedirects) redirects from \(redactedURL(original.url)); check the remote's URL settings", status: result.status)
+                throw ProviderError(.invalidResponse, "more than \(options.maxRedirects) redirects from \(redactedLink(original.url)); check the remote's URL settings", status: result.status)
             }
             request = Self.redirect(request, to: next, status: result.status)
         }
+    }
+
+    private func missedDeadline(_ request: HTTPRequest) -> ProviderError {
+        let limit = options.apiTimeout.map { String(format: "%g s", $0) } ?? "its deadline"
+        return ProviderError(.invalidResponse, "\(request.url.host ?? "the server") did not finish answering \(request.method) \(redactedLink(request.url)) within \(limit); the server is stuck or far too slow. Check it, or raise pull.api_timeout")
     }
 
     /// The request to send after a `status` redirect to `next` (RFC 9110 §15.4).

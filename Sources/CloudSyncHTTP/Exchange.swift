@@ -5,8 +5,9 @@ import Synchronization
 
 /// Where the body of one exchange goes.
 enum BodyMode {
-    /// Keep the whole body (API calls); more than `limit` bytes fails the exchange.
-    case collect(limit: Int)
+    /// API calls: the final answer's body goes to `sink` when it accepts the head (more than `limit` bytes fails the
+    /// exchange), else up to `errorLimit` bytes are kept for error mapping.
+    case stream(sink: any ResponseBodySink, limit: Int, errorLimit: Int)
     /// A ranged download into `sink`; non-2xx bodies are kept up to `errorLimit` bytes.
     case download(range: ClosedRange<Int64>?, sink: any ByteSink, errorLimit: Int, whenRangeIgnored: IgnoredRange)
 }
@@ -15,7 +16,10 @@ enum BodyMode {
 struct ExchangeResult: Sendable {
     var status: Int
     var headers: HTTPHeaders
+    /// The kept body (error bodies, or nothing when it was streamed).
     var body: Data
+    /// Body bytes received: streamed to a sink or kept in `body`.
+    var bodyBytes: Int
     var delivered: Range<Int64>
     var rangeIgnored: Bool
     var totalSize: Int64?
@@ -35,6 +39,10 @@ public struct InterruptedTransfer: Error, Sendable, CustomStringConvertible {
 
 /// Idle easy handles kept for reuse: a fresh handle allocates (and page-faults) a new receive buffer,
 /// which dominates the cost of small files. Handles here are in no multi handle.
+///
+/// Only handles whose transfer ended cleanly come back (``Exchange``): after some failures — a resolver failure
+/// in libcurl 7.88 — a handle keeps its receive buffer through `curl_easy_reset`, and the next `CURLOPT_BUFFERSIZE`
+/// on it is refused (`CURLE_BAD_FUNCTION_ARGUMENT`, which read as a too-old libcurl and stopped the remote).
 final class EasyHandlePool: Sendable {
     private let idle = Mutex<[UnsafeMutableRawPointerBox]>([])
     private let capacity: Int
@@ -73,12 +81,21 @@ struct UnsafeMutableRawPointerBox: @unchecked Sendable {
 final class Exchange: @unchecked Sendable {
     let easy: UnsafeMutableRawPointer
     let hostDescription: String
+    /// Method and ``redactedLink(_:)`` of the URL, for messages.
+    let requestDescription: String
+    /// The URL asked for (may be signed: never log it whole).
+    private let url: URL
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let mode: BodyMode
     private let limiter: BandwidthLimiter?
 
     let cancelled = Atomic<Bool>(false)
+    /// The transfer ran into the API deadline given to `init` (loop thread; read after completion).
+    private(set) var missedDeadline = false
+    private let deadline: ContinuousClock.Instant?
+    /// The transfer ended cleanly (`CURLE_OK`), so the handle may serve another request.
+    private var reusable = false
     var continuation: CheckedContinuation<ExchangeResult, any Error>?
     weak var loop: CurlLoop?
 
@@ -88,6 +105,7 @@ final class Exchange: @unchecked Sendable {
     private var headComplete = false
     private var failure: (any Error)?
     private var body = Data()
+    private var bodyBytes = 0
     private var target = Target.discard
     private var deliveredStart: Int64 = 0
     private var rangeIgnored = false
@@ -97,16 +115,21 @@ final class Exchange: @unchecked Sendable {
 
     private enum Target {
         case discard
-        case collect(limit: Int, failIfExceeded: Bool)
+        /// Keep at most `limit` bytes in `body`, silently dropping the rest.
+        case collect(limit: Int)
+        /// Hand the bytes to `sink`; past `limit` in all the answer is refused.
+        case stream(any ResponseBodySink, limit: Int)
         /// Writes at `offset`, after skipping `skip` bytes; past `end` (exclusive) the server is lying.
         case sink(any ByteSink, offset: Int64, skip: Int64, end: Int64?)
     }
 
     private let pool: EasyHandlePool
 
+    /// `deadline` bounds the whole exchange (`CURLOPT_TIMEOUT_MS`); nil for downloads.
     init(request: HTTPRequest, extraHeaders: [(String, String)], mode: BodyMode, options: CurlTransportOptions,
-         acceptsCompression: Bool, pool: EasyHandlePool) throws {
+         acceptsCompression: Bool, deadline: ContinuousClock.Instant? = nil, pool: EasyHandlePool) throws {
         self.pool = pool
+        self.deadline = deadline
         guard let easy = pool.take() else {
             throw ProviderError(.transient, "curl_easy_init failed (out of memory?)")
         }
@@ -114,6 +137,8 @@ final class Exchange: @unchecked Sendable {
         self.mode = mode
         self.limiter = options.bandwidth
         hostDescription = request.url.host ?? "<no host>"
+        requestDescription = "\(request.method) \(redactedLink(request.url))"
+        url = request.url
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         try configure(request: request, extraHeaders: extraHeaders, options: options, acceptsCompression: acceptsCompression)
@@ -121,8 +146,12 @@ final class Exchange: @unchecked Sendable {
 
     deinit {
         // Pointers into this object (callbacks' user data, error buffer, header list) must not outlive it.
-        curl_easy_reset(easy)
-        pool.put(easy)
+        if reusable {
+            curl_easy_reset(easy)
+            pool.put(easy)
+        } else {
+            curl_easy_cleanup(easy)
+        }
         curl_slist_free_all(headerList)
         errorBuffer.deallocate()
     }
@@ -137,7 +166,7 @@ final class Exchange: @unchecked Sendable {
                            acceptsCompression: Bool) throws {
         let h = easy
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw ProviderError(.configuration, "\(redactedURL(request.url)) is not an http or https URL; check the remote's URL settings")
+            throw ProviderError(.configuration, "\(redactedLink(request.url)) is not an http or https URL; check the remote's URL settings")
         }
         try check(cloudsync_curl_setopt_string(h, CURLOPT_URL, request.url.absoluteString), "URL")
         try check(cloudsync_curl_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https"), "PROTOCOLS_STR")
@@ -148,6 +177,11 @@ final class Exchange: @unchecked Sendable {
         try check(cloudsync_curl_setopt_long(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS), "HTTP_VERSION")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_BUFFERSIZE, options.receiveBufferSize), "BUFFERSIZE")
         try check(cloudsync_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)), "CONNECTTIMEOUT_MS")
+        if let deadline {
+            let left = deadline - ContinuousClock.now
+            let ms = max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            try check(cloudsync_curl_setopt_long(h, CURLOPT_TIMEOUT_MS, Int(ms)), "TIMEOUT_MS")
+        }
         var lowSpeed = options.lowSpeedLimit
         if let limiter = options.bandwidth {
             // A deliberately slow transfer must not trip the stall detector.
@@ -256,9 +290,14 @@ final class Exchange: @unchecked Sendable {
     /// Runs once the final head is in, before any body byte: checks ranged answers and picks where bytes go.
     private func decideTarget() {
         switch mode {
-        case .collect(let limit):
-            target = (300..<400).contains(status) && headers["Location"] != nil
-                ? .discard : .collect(limit: limit, failIfExceeded: true)
+        case .stream(let sink, let limit, let errorLimit):
+            if (300..<400).contains(status) && headers["Location"] != nil {
+                target = .discard
+            } else if sink.accepts(HTTPResponseHead(status: status, headers: headers, url: url)) {
+                target = .stream(sink, limit: limit)
+            } else {
+                target = .collect(limit: errorLimit)
+            }
         case .download(let range, let sink, let errorLimit, let whenRangeIgnored):
             switch status {
             case 206:
@@ -294,7 +333,7 @@ final class Exchange: @unchecked Sendable {
                     totalSize = cr.total
                 }
                 target = (300..<400).contains(status) && headers["Location"] != nil
-                    ? .discard : .collect(limit: errorLimit, failIfExceeded: false)
+                    ? .discard : .collect(limit: errorLimit)
             }
         }
     }
@@ -308,16 +347,23 @@ final class Exchange: @unchecked Sendable {
         switch target {
         case .discard:
             return bytes.count
-        case .collect(let limit, let failIfExceeded):
-            if body.count + bytes.count > limit {
-                if failIfExceeded {
-                    failure = ProviderError(.invalidResponse, "\(hostDescription) sent a response larger than \(ByteSize.format(Int64(limit))); this is not an API answer, check the remote's URL settings")
-                    return 0
-                }
-                body.append(contentsOf: bytes.prefix(max(0, limit - body.count)))
-                return bytes.count
+        case .collect(let limit):
+            bodyBytes += bytes.count
+            body.append(contentsOf: bytes.prefix(max(0, limit - body.count)))
+            return bytes.count
+        case .stream(let sink, let limit):
+            // `bodyBytes` never passes `limit`, so the difference cannot overflow.
+            guard bytes.count <= limit - bodyBytes else {
+                failure = ProviderError(.invalidResponse, "\(hostDescription) sent an answer larger than \(ByteSize.format(Int64(limit))) to \(requestDescription); cloudsync does not read API answers that big (a folder of that size is not read: split it into smaller folders, or check the remote's URL settings)", status: status)
+                return 0
             }
-            body.append(contentsOf: bytes)
+            bodyBytes += bytes.count
+            do {
+                try sink.write(bytes)
+            } catch {
+                failure = error
+                return 0
+            }
             return bytes.count
         case .sink(let sink, var offset, var skip, let end):
             var chunk = bytes[...]
@@ -358,13 +404,19 @@ final class Exchange: @unchecked Sendable {
             return .failure(CancellationError())
         }
         if stoppedAtHead {
-            return .success(ExchangeResult(status: status, headers: headers, body: Data(), delivered: deliveredStart..<deliveredStart,
-                                           rangeIgnored: true, totalSize: totalSize))
+            return .success(ExchangeResult(status: status, headers: headers, body: Data(), bodyBytes: 0,
+                                           delivered: deliveredStart..<deliveredStart, rangeIgnored: true, totalSize: totalSize))
         }
-        guard code == CURLE_OK else { return .failure(networkError(code)) }
+        guard code == CURLE_OK else {
+            if code == CURLE_OPERATION_TIMEDOUT, let deadline, ContinuousClock.now + .milliseconds(50) >= deadline {
+                missedDeadline = true
+            }
+            return .failure(networkError(code))
+        }
+        reusable = true
         var delivered = deliveredStart..<deliveredEnd
         if case .sink = target {} else { delivered = deliveredStart..<deliveredStart }
-        return .success(ExchangeResult(status: status, headers: headers, body: body, delivered: delivered,
+        return .success(ExchangeResult(status: status, headers: headers, body: body, bodyBytes: bodyBytes, delivered: delivered,
                                        rangeIgnored: rangeIgnored, totalSize: totalSize))
     }
 
@@ -384,9 +436,24 @@ final class Exchange: @unchecked Sendable {
             return ProviderError(.configuration, "TLS with \(host) failed: \(detail); check the URL, the system CA certificates (ca-certificates) and the clock", cause: cause)
         case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_RANGE_ERROR:
             return ProviderError(.invalidResponse, "\(host) sent a malformed HTTP answer: \(detail); retry later or check the remote's URL", cause: cause)
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT:
+            return unreachable(host, detail, cause)
+        case CURLE_OPERATION_TIMEDOUT where !requestWasSent:
+            // Resolving or connecting took too long: nothing reached the server.
+            return unreachable(host, detail, cause)
         default:
             return ProviderError(.transient, "network error talking to \(host): \(detail); check the connection, cloudsync retries", cause: cause)
         }
+    }
+
+    private func unreachable(_ host: String, _ detail: String, _ cause: InterruptedTransfer) -> ProviderError {
+        ProviderError(.unreachable, "cannot reach \(host) over the network: \(detail); check the network connection and that the server is up", cause: cause)
+    }
+
+    /// Whether curl sent (some of) the request, i.e. a connection to the server existed (`CURLINFO_REQUEST_SIZE`).
+    private var requestWasSent: Bool {
+        var size = 0
+        return cloudsync_curl_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &size) == CURLE_OK && size > 0
     }
 
     /// Resumes the waiting task exactly once.

@@ -1,5 +1,6 @@
 import CloudSyncCore
 import Foundation
+import Synchronization
 
 /// Ordered HTTP header fields with case-insensitive lookup. Values may hold secrets: never log them.
 public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
@@ -112,24 +113,68 @@ public struct DownloadOutcome: Sendable {
     }
 }
 
+/// Receives the body of an API answer while it arrives (``Transport/send(_:into:)``), so a large answer — a WebDAV
+/// folder of 20,000 tracks — is parsed as it streams instead of being held whole. Called on the transport's network
+/// thread, in order of arrival: keep each call short.
+public protocol ResponseBodySink: Sendable {
+    /// Whether the body of this final answer (not a redirect that is followed) streams into this sink. Called once,
+    /// before any body byte. When false, the body is returned in ``HTTPResponse/body`` instead, at most the
+    /// transport's error-body limit (64 KiB for `CurlTransport`), for error mapping.
+    func accepts(_ head: HTTPResponseHead) -> Bool
+    /// The next bytes of an accepted body. A thrown error aborts the exchange and is rethrown by `send` unchanged.
+    func write(_ bytes: UnsafeRawBufferPointer) throws
+}
+
 /// Moves bytes. Implementations follow redirects themselves (at most 10, 303 → GET), dropping the
-/// request's auth headers when the host changes unless `keepsAuthAcrossHosts`.
-/// Network failures throw `ProviderError` with code `.transient`; any HTTP status is returned, not thrown.
+/// request's auth headers when the host changes unless `keepsAuthAcrossHosts`, and follow only http and https.
+/// A host that cannot be reached at all (DNS failure, refused connection, no route, connect timeout) throws
+/// `ProviderError` with code `.unreachable`; other network failures `.transient`; any HTTP status is returned,
+/// not thrown.
 public protocol Transport: Sendable {
-    /// Sends `request` and returns the whole response body (capped at a few MiB for API calls).
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+    /// Sends an API request. The body of the final answer streams into `sink` when the sink accepts its head (the
+    /// returned response's `body` is then empty); otherwise it is returned whole, bounded, for error mapping. An
+    /// accepted body over the transport's cap (32 MiB for `CurlTransport`) fails with `.invalidResponse`, as does an
+    /// answer that does not end within the transport's API deadline (`CurlTransportOptions.apiTimeout`).
+    func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse
 
     /// GETs (or POSTs, for Dropbox) `range` of a file into `sink`. Sends `Range: bytes=a-b` when `range` is
     /// not nil and `If-Range: ifRange` when given. A 206 must carry a `Content-Range` matching the request,
     /// else `.invalidResponse` is thrown before any byte is written. A 200 to a ranged request sets
     /// `rangeIgnored` and bytes before `range.lowerBound` are discarded, never written at a wrong offset.
-    /// Other statuses write nothing and return the head and a bounded `errorBody`.
+    /// Other statuses write nothing and return the head and a bounded `errorBody`. Downloads have no overall
+    /// deadline: a big file may take as long as it keeps moving.
     ///
     /// `whenRangeIgnored` says what a 200 to a ranged request does: `.skipToOffset` reads the body and
     /// writes from `range.lowerBound` on; `.stop` ends the exchange before any body byte (the outcome has
     /// `rangeIgnored` and nothing delivered), for callers that fetch other ranges of the file in parallel.
     func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
                   into sink: any ByteSink) async throws -> DownloadOutcome
+}
+
+extension Transport {
+    /// Sends `request` and returns the whole response body, whatever the status (capped like any streamed body).
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let collector = BodyCollector()
+        var response = try await send(request, into: collector)
+        response.body = collector.body
+        return response
+    }
+}
+
+/// Keeps every body whole: the sink behind ``Transport/send(_:)``.
+public final class BodyCollector: ResponseBodySink {
+    private let storage = Mutex(Data())
+
+    public init() {}
+
+    public func accepts(_ head: HTTPResponseHead) -> Bool { true }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        storage.withLock { $0.append(contentsOf: bytes) }
+    }
+
+    /// The bytes received so far.
+    public var body: Data { storage.withLock { $0 } }
 }
 
 /// What a download does when the server answers a ranged request with the whole representation (200).

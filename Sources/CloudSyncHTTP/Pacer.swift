@@ -56,11 +56,10 @@ public actor Pacer {
             try await waitWhilePaused()
             do {
                 return try await operation()
-            } catch let error as ProviderError
-                where error.isRetryable && attempt < (error.code == .unreachable ? policy.unreachableRetries : policy.retries) {
+            } catch let error as ProviderError where error.isRetryable && attempt < retries(for: error) {
                 attempt += 1
                 let delay = error.retryAfter ?? backoff(attempt: attempt)
-                logger.info("\(what): \(error.message); retry \(attempt)/\(policy.retries) in \(String(format: "%.1f", delay)) s")
+                logger.info("\(what): \(error.message); retry \(attempt)/\(retries(for: error)) in \(String(format: "%.1f", delay)) s")
                 if error.code == .rateLimited {
                     pause(for: delay)
                 } else {
@@ -68,6 +67,11 @@ public actor Pacer {
                 }
             }
         }
+    }
+
+    /// The retries `error` gets: `unreachableRetries` for a host that cannot be reached, else `retries`.
+    private func retries(for error: ProviderError) -> Int {
+        error.code == .unreachable ? policy.unreachableRetries : policy.retries
     }
 
     /// Pauses every request of the remote for `seconds` from now (extends, never shortens, a pause).

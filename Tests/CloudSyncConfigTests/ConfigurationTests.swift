@@ -37,6 +37,7 @@ struct ConfigurationTests {
         #expect(config.pull.bwlimit == nil)
         #expect(config.pull.retries == 10)
         #expect(config.pull.headFirst == 512 * 1024)
+        #expect(config.pull.apiTimeout == 300)
         #expect(config.audio == AudioFilter(extensions: AudioFilter.defaultExtensions))
         #expect(config.remotes.isEmpty)
         #expect(config.file == "t.toml")
@@ -66,6 +67,7 @@ struct ConfigurationTests {
             bwlimit = "2MiB/s"
             retries = 0
             head_first = "256KiB"
+            api_timeout = "90s"
             [audio]
             extensions = ["MP3", ".flac"]
             [remote.g]
@@ -93,11 +95,11 @@ struct ConfigurationTests {
         let config = try parse(text)
         #expect(config.cache == CacheSettings(dir: URL(fileURLWithPath: "/var/cache/cs"), maxSize: 2 << 30, maxAge: 43200, checkpoint: 1 << 20))
         #expect(config.pull == PullSettings(jobs: 8, chunkSize: 4 << 20, segments: 8, segmentThreshold: 256 << 20,
-                                            bwlimit: 2 << 20, retries: 0, headFirst: 256 << 10))
+                                            bwlimit: 2 << 20, retries: 0, headFirst: 256 << 10, apiTimeout: 90))
         #expect(config.audio.isAudio(name: "a.mp3") && config.audio.isAudio(name: "b.FLAC") && !config.audio.isAudio(name: "c.ogg"))
         #expect(config.remotes.map(\.name) == ["g", "dav"])
         let g = config.remotes[0]
-        #expect(g.provider == .gdrive && g.root == "/Music" && g.line == 16)
+        #expect(g.provider == .gdrive && g.root == "/Music" && g.line == 17)
         #expect(g.apiURL?.absoluteString == "http://127.0.0.1:8080")
         #expect(g.contentURL?.absoluteString == "http://127.0.0.1:8081")
         #expect(g.tokenURL?.absoluteString == "http://127.0.0.1:8082/token")
@@ -106,7 +108,7 @@ struct ConfigurationTests {
         #expect(g.clientID == "id" && g.clientSecret == "cs" && g.accessToken == "at" && g.refreshToken == "rt")
         #expect(g.acknowledgeAbuse && g.webdavAuth == .basic)
         let dav = config.remotes[1]
-        #expect(dav.provider == .webdav && dav.root == "/" && dav.line == 29)
+        #expect(dav.provider == .webdav && dav.root == "/" && dav.line == 30)
         #expect(dav.url?.absoluteString == "https://dav.example/remote.php/dav/")
         #expect(dav.user == "me" && dav.password == "pw" && dav.passwordCommand == "pass show dav" && dav.webdavAuth == .bearer)
         #expect(dav.accessToken == "dav-token")
@@ -114,7 +116,8 @@ struct ConfigurationTests {
 
     static let schemaErrors: [(String, String)] = [
         ("[pull]\nchunksize = \"8MiB\"\n", "t.toml:2:1: unknown key 'chunksize' in [pull]; did you mean 'chunk_size'?"),
-        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first, head_seconds"),
+        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first, head_seconds, api_timeout"),
+        ("[pull]\napi_timeout = \"soon\"", "t.toml:2:15: api_timeout must be a duration like \"90d\", \"12h\", \"30m\" or \"45s\", got \"soon\""),
         ("[cache]\n  maxsize = \"1GiB\"", "t.toml:2:3: unknown key 'maxsize' in [cache]; did you mean 'max_size'?"),
         ("[pul]\njobs = 4\n", "t.toml:1:2: unknown table [pul]; did you mean [pull]?"),
         ("[remotes.a]\nprovider = \"dropbox\"", "t.toml:1:2: unknown table [remotes]; did you mean [remote]?"),

@@ -66,7 +66,7 @@ struct ExampleConfigurationTests {
     @Test("documents every key of the schema")
     func documentsEveryKey() throws {
         let text = try Example.text()
-        let keys = ["dir", "max_size", "min_free", "max_age", "checkpoint", "head_seconds", "jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first",
+        let keys = ["dir", "max_size", "min_free", "max_age", "checkpoint", "head_seconds", "jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first", "api_timeout",
                     "extensions", "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url",
                     "client_id", "client_secret", "access_token", "refresh_token", "url", "user", "password",
                     "password_command", "auth", "acknowledge_abuse"]

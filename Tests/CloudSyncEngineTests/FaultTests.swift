@@ -129,6 +129,26 @@ import Testing
         #expect(failed?.count == 1 && failed?.first?["path"] as? String == "Album/track 2.mp3", "stdout: \(r.stdout)")
     }
 
+    /// #19.7: a download redirected to another scheme is a wrong answer about that file: it fails alone (exit 1,
+    /// named with a message), the other files complete — it used to stop the remote with exit 3.
+    @Test(arguments: ["file:///etc/passwd", "gopher://127.0.0.1:70/1secret"])
+    func redirectToAnotherSchemeFailsThatFileOnly(location: String) throws {
+        var fixture = try Fixture(seed: 9, files: Array(Self.files.prefix(3)),
+                                  faults: #"[{"path": "track 1", "kind": "redirect", "location": "\#(location)", "count": -1}]"#)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--json"])
+        #expect(r.status == 1, "stderr: \(r.stderr)")
+        let scheme = String(location.prefix { $0 != ":" })
+        #expect(r.stderr.contains("failed   lib/Album/track 1.mp3") && r.stderr.contains("to a \(scheme): URL"), "stderr: \(r.stderr)")
+        #expect(!r.stderr.contains("passwd") && !r.stderr.contains("secret"), "stderr: \(r.stderr)")
+        fixture.library.files["Album/track 1.mp3"] = nil
+        try fixture.env.expectTracksEqual(fixture.library)
+        let json = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        let remote = (json?["remotes"] as? [[String: Any]])?.first
+        #expect((remote?["failed"] as? [[String: Any]])?.map { $0["path"] as? String } == ["Album/track 1.mp3"], "stdout: \(r.stdout)")
+        #expect(remote?["fatal"] == nil)
+    }
+
     /// A 206 whose Content-Range does not match the request: nothing is written, the file fails (exit 1).
     @Test func wrongContentRangeWritesNothing() throws {
         var fixture = try Fixture(seed: 8, files: Array(Self.files.prefix(2)),

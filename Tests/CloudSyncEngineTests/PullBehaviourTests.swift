@@ -57,16 +57,23 @@ import Testing
         #expect(try fixture.env.index()["Disc/song 1.mp3"] == nil)
     }
 
-    /// A folder the server refuses to list this time is not a deletion: its cached tracks stay.
-    @Test func unreadableFolderKeepsItsTracks() throws {
+    /// A folder the server refuses to list this time is not a deletion: its cached tracks stay. But its new tracks
+    /// were not seen, so the pull is not a success (#19.3): exit 1, the folder named in the summary and in the JSON.
+    @Test func unreadableFolderKeepsItsTracksAndFailsThePull() throws {
         var fixture = try Fixture(seed: 16, files: Self.files + [("Other/keep me.mp3", 5000)])
         defer { fixture.cleanup() }
         #expect(try fixture.env.run(["pull"]).status == 0)
         try fixture.server.setFaults(#"[{"kind": "propfind_status", "path": "Disc", "status": 403, "count": -1}]"#)
         try fixture.library.remove("Other/keep me.mp3")
-        let r = try fixture.env.run(["pull"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
+        let r = try fixture.env.run(["pull", "--json"])
+        #expect(r.status == 1, "stderr: \(r.stderr)")
         #expect(r.stderr.contains("could not be read") && r.stderr.contains("Disc"), "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("lib: 4 listed") && r.stderr.contains("; 1 folder(s) could not be read: Disc\n"),
+                "the summary names the folder: \(r.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        let remote = (json?["remotes"] as? [[String: Any]])?.first
+        #expect(remote?["unreadable_folders"] as? [String] == ["Disc"], "stdout: \(r.stdout)")
+        #expect((remote?["failed"] as? [Any])?.isEmpty == true)
         #expect(r.stderr.contains("removed  lib/Other/keep me.mp3"), "a real deletion elsewhere still applies: \(r.stderr)")
         try fixture.env.expectTracksEqual(fixture.library)
         #expect(try fixture.env.index()["Disc/song 0.mp3"] != nil)
@@ -159,7 +166,9 @@ import Testing
         #expect(remotes.count == 1)
         let remote = remotes[0]
         #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "changed", "deleted", "fetched_files",
-                                     "fetched_bytes", "head_bytes", "heads_cached", "skipped", "failed", "budget"])
+                                     "fetched_bytes", "head_bytes", "heads_cached", "skipped", "failed", "unreadable_folders",
+                                     "budget"])
+        #expect(remote["unreadable_folders"] as? [String] == [], "every folder was read")
         let budget = try #require(remote["budget"] as? [String: Any])
         #expect(Set(budget.keys) == ["budget", "planned_bytes", "library_bytes", "complete", "head_only", "none",
                                      "reduced", "freed_bytes", "pinned_over_budget", "limited_by_disk"])

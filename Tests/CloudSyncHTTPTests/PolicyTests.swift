@@ -50,6 +50,26 @@ struct PacerTests {
         #expect(clock.sleeps.isEmpty)
     }
 
+    /// Interactive callers bound the retries of a host that cannot be reached, not those of a failing server.
+    @Test func unreachableHostsGetTheirOwnRetryBudget() async throws {
+        let clock = FakeClock()
+        let logs = LogCapture()
+        let pacer = Pacer(policy: .init(retries: 5, unreachableRetries: 1), logger: logs.logger,
+                          sleep: { try await clock.sleep($0) }, now: { clock.now })
+        for (code, attempts) in [(ProviderError.Code.unreachable, 2), (.transient, 6)] {
+            let count = Mutex(0)
+            await #expect(throws: ProviderError.self) {
+                try await pacer.run("GET x") { () async throws -> Int in
+                    count.withLock { $0 += 1 }
+                    throw ProviderError(code, "down")
+                }
+            }
+            #expect(count.withLock { $0 } == attempts, "\(code)")
+        }
+        #expect(logs.all.contains { $0.contains("retry 1/1 in") }, "the log says the budget that applies: \(logs.all)")
+        #expect(logs.all.contains { $0.contains("retry 5/5 in") })
+    }
+
     @Test func transientErrorsRetryWithBackoffThenGiveUp() async throws {
         let server = try await faultServer()
         let clock = FakeClock()

@@ -1,5 +1,6 @@
 import CloudSyncCore
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 @testable import CloudSyncHTTP
@@ -207,16 +208,59 @@ struct TransportTests {
         #expect(ran == 42)
     }
 
-    @Test func refusedConnectionIsTransientAndNamesTheHostOnly() async throws {
+    @Test func refusedConnectionIsUnreachableAndNamesTheHostOnly() async throws {
         let listener = try LoopbackHTTPServer { _ in .init() }
         let port = listener.port
         listener.stop()
         let error = await #expect(throws: ProviderError.self) {
             try await transport.send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/x?sig=SECRET")!))
         }
-        #expect(error?.code == .transient)
+        #expect(error?.code == .unreachable)
+        #expect(error?.isRetryable == true)
+        #expect(error?.exitCode == .unavailable)
         #expect(error?.message.contains("127.0.0.1") == true)
+        #expect(error?.message.contains("network") == true, "\(error?.message ?? "")")
         #expect(error?.message.contains("SECRET") == false)
+    }
+
+    /// RFC 6761: `.invalid` never resolves, and the resolver answers NXDOMAIN without asking anyone.
+    @Test func unresolvableHostIsUnreachable() async throws {
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.send(HTTPRequest(url: URL(string: "http://nonexistent.invalid/x?token=SECRET")!))
+        }
+        #expect(error?.code == .unreachable)
+        #expect(error?.message.contains("nonexistent.invalid") == true)
+        #expect(error?.message.contains("SECRET") == false)
+    }
+
+    /// Regression: after a resolver failure the handle went back to the pool with curl's receive buffer still
+    /// allocated, and the next request on it died with "libcurl refused option BUFFERSIZE" (.configuration, exit 3)
+    /// instead of failing (or succeeding) like the first.
+    @Test func aHandleThatFailedIsNeverReconfigured() async throws {
+        let server = try await faultServer()
+        let transport = try CurlTransport()
+        for _ in 0..<3 {
+            for url in ["http://nonexistent.invalid/a", "http://127.0.0.1:1/b"] {
+                let error = await #expect(throws: ProviderError.self) { try await transport.send(HTTPRequest(url: URL(string: url)!)) }
+                #expect(error?.code == .unreachable, "\(error?.message ?? "")")
+            }
+            let sink = MemorySink()
+            let ok = try await transport.download(HTTPRequest(url: server.url("/data/1000")), range: 0...99, ifRange: nil, into: sink)
+            #expect(ok.head.status == 206)
+            let r = try await transport.send(HTTPRequest(url: server.url("/status/200")))
+            #expect(r.status == 200)
+        }
+    }
+
+    @Test func aServerThatNeverAnswersIsTransientNotUnreachable() async throws {
+        let server = try await faultServer()
+        var options = CurlTransportOptions()
+        options.lowSpeedTime = 1
+        let transport = try CurlTransport(options: options)
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.download(HTTPRequest(url: server.url("/stall/100000?after=0")), range: nil, ifRange: nil, into: MemorySink())
+        }
+        #expect(error?.code == .transient, "a host that accepted the request is reachable: \(error?.message ?? "")")
     }
 
     @Test(arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd"])
@@ -246,5 +290,120 @@ struct TransportTests {
         #expect(r.status == 201)
         #expect(r.headers["x-method"] == "PUT")
         #expect(r.body == Data("hi/p?x".utf8))
+    }
+}
+
+/// A sink that records what streamed into it; accepts the statuses it is given.
+private final class RecordingBodySink: ResponseBodySink {
+    struct Refused: Error, Equatable {}
+    private let state = Mutex<(bytes: Int, writes: Int, heads: [Int])>((0, 0, []))
+    let statuses: ClosedRange<Int>
+    let failAfter: Int?
+
+    init(statuses: ClosedRange<Int> = 200...299, failAfter: Int? = nil) {
+        self.statuses = statuses
+        self.failAfter = failAfter
+    }
+
+    func accepts(_ head: HTTPResponseHead) -> Bool {
+        state.withLock { $0.heads.append(head.status) }
+        return statuses.contains(head.status)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try state.withLock {
+            if let failAfter, $0.bytes >= failAfter { throw Refused() }
+            $0.bytes += bytes.count
+            $0.writes += 1
+        }
+    }
+
+    var bytes: Int { state.withLock { $0.bytes } }
+    var writes: Int { state.withLock { $0.writes } }
+    var heads: [Int] { state.withLock { $0.heads } }
+}
+
+@Suite(.timeLimit(.minutes(2)))
+struct StreamingSendTests {
+    @Test func anAcceptedBodyStreamsInPiecesAndIsNotKept() async throws {
+        let server = try await faultServer()
+        let transport = try CurlTransport()
+        let sink = RecordingBodySink()
+        let r = try await transport.send(HTTPRequest(method: "PROPFIND", url: server.url("/data/3000000")), into: sink)
+        #expect(r.status == 200)
+        #expect(r.body.isEmpty)
+        #expect(sink.bytes == 3_000_000)
+        #expect(sink.writes > 1, "bytes arrive as they come, not at the end")
+        #expect(sink.heads == [200])
+    }
+
+    @Test func aRefusedStatusKeepsABoundedBodyForTheErrorMapping() async throws {
+        let server = try await faultServer()
+        var options = CurlTransportOptions()
+        options.maxErrorBody = 1000
+        let transport = try CurlTransport(options: options)
+        let sink = RecordingBodySink(statuses: 207...207)
+        let r = try await transport.send(HTTPRequest(url: server.url("/status/403")), into: sink)
+        #expect(r.status == 403)
+        #expect(String(decoding: r.body, as: UTF8.self) == "status 403")
+        #expect(sink.bytes == 0)
+        let big = try await transport.send(HTTPRequest(url: server.url("/data/5000")), into: sink)
+        #expect(big.status == 200)
+        #expect(big.body.count == 1000, "an error body is kept up to maxErrorBody only")
+    }
+
+    @Test func aBodyOverTheCapFailsWithAClearError() async throws {
+        let server = try await faultServer()
+        var options = CurlTransportOptions()
+        options.maxResponseBody = 100_000
+        let transport = try CurlTransport(options: options)
+        let sink = RecordingBodySink()
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.send(HTTPRequest(method: "PROPFIND", url: server.url("/data/300000?sig=SECRET")), into: sink)
+        }
+        #expect(error?.code == .invalidResponse)
+        #expect(error?.message.contains("larger than 97.7 KiB") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("PROPFIND http://127.0.0.1:\(server.port)/data/…") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("SECRET") == false)
+        #expect(sink.bytes <= 100_000, "nothing past the cap reaches the sink")
+        // The whole-body send has the same cap.
+        await #expect(throws: ProviderError.self) { try await transport.send(HTTPRequest(url: server.url("/data/300000"))) }
+    }
+
+    @Test func sinkErrorsAbortTheAnswerAndAreRethrownUnchanged() async throws {
+        let server = try await faultServer()
+        let transport = try CurlTransport()
+        await #expect(throws: RecordingBodySink.Refused()) {
+            try await transport.send(HTTPRequest(url: server.url("/data/4000000")), into: RecordingBodySink(failAfter: 1))
+        }
+    }
+
+    /// #19.12: an answer dripping above the low-speed limit used to never end and hold the pull lock.
+    @Test func anAnswerDrippingPastTheDeadlineFailsWithoutRetry() async throws {
+        let server = try await faultServer()
+        var options = CurlTransportOptions()
+        options.apiTimeout = 1.5
+        let transport = try CurlTransport(options: options)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.send(HTTPRequest(method: "PROPFIND", url: server.url("/drip/100000?rate=1500")))
+        }
+        let took = ContinuousClock.now - started
+        #expect(took >= .seconds(1.4) && took < .seconds(5), "\(took)")
+        #expect(error?.code == .invalidResponse, "not retryable: the same answer would drip again")
+        #expect(error?.isRetryable == false)
+        #expect(error?.message.contains("within 1.5 s") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("pull.api_timeout") == true)
+    }
+
+    @Test func downloadsHaveNoDeadline() async throws {
+        let server = try await faultServer()
+        var options = CurlTransportOptions()
+        options.apiTimeout = 0.5
+        let transport = try CurlTransport(options: options)
+        let sink = MemorySink()
+        let out = try await transport.download(HTTPRequest(url: server.url("/drip/3000?rate=2000")), range: nil, ifRange: nil, into: sink)
+        #expect(out.head.status == 200)
+        #expect(sink.count == 3000)
     }
 }

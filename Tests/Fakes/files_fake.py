@@ -15,6 +15,7 @@ for any file, "count": answers it applies to (default 1, -1 = forever), "from": 
 starts at or after this byte (omitted: any GET), "kind": ...} where kind is
   "none"          serve normally (with a count: lets that many answers through before the rules after it)
   "status"        answer `status` (e.g. 429, 503, 401, 404) with `retry_after` as Retry-After when set
+  "redirect"      answer `status` (default 302) with `Location: location` (e.g. file:///etc/passwd, gopher://…)
   "cut"           send the head and `after` bytes of the body, then close the connection
   "ignore_range"  answer 200 with the whole body whatever Range says
   "wrong_range"   answer 206 whose Content-Range is shifted by `shift` bytes (body of the requested size)
@@ -242,6 +243,10 @@ class Handler(BaseHTTPRequestHandler):
             if status == 401:
                 headers.append(("WWW-Authenticate", 'Basic realm="files_fake"'))
             return self.send(status, b"fault injected by files_fake", headers)
+        if kind == "redirect":
+            status = fault.get("status", 302)
+            entry["status"] = status
+            return self.send(status, b"moved by files_fake", [("Location", fault["location"])])
         with open(self.local(rel), "rb") as f:
             data = f.read()
         if kind == "mutate":

@@ -10,6 +10,8 @@ Routes (GET unless said):
   /badrange/<size>             206 with a Content-Range shifted by one byte
   /cut/<size>?after=K          honours Range, announces the full length, sends K bytes of the body, closes
   /stall/<size>?after=K        sends K bytes then stalls for 30 s (cancellation tests)
+  /drip/<size>?rate=B          any method: 200 with a body of <size> bytes sent at B bytes/s in 10 pieces a second
+                               (above curl's low-speed limit, so only a deadline ends it)
   /changing/<size>             ETag changes with every request (version = request count); If-Range
                                with an old ETag gets 200 and the whole new version
   /ratelimit?id=X&n=N&after=S  first N requests of id X get 429 Retry-After: S; then 200 "ok"
@@ -147,6 +149,24 @@ class Handler(BaseHTTPRequestHandler):
         if route == "stall":
             size = int(parts[1])
             return self.serve_file(size, 1, '"v1-%d"' % size, after=int(q.get("after", "0")), stall=True)
+        if route == "drip":
+            self.body()
+            size, rate = int(parts[1]), int(q.get("rate", "2000"))
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            piece, sent = max(1, rate // 10), 0
+            try:
+                while sent < size:
+                    n = min(piece, size - sent)
+                    self.wfile.write(b"x" * n)
+                    self.wfile.flush()
+                    sent += n
+                    time.sleep(0.1)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+            return
         if route == "changing":
             size = int(parts[1])
             v = bump("changing:%d" % size)

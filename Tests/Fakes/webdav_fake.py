@@ -16,6 +16,8 @@ Basic auth demo / demo-pass (or `Authorization: Bearer TOKEN` with --bearer TOKE
   --malformed NAME    the folder NAME answers a truncated body ("" = the root)
   --escape            the root listing also holds hrefs outside PREFIX
   --delay MS          every PROPFIND answer waits MS milliseconds (makes concurrency observable)
+  --drip NAME         the folder NAME answers its 207 at 1,500 bytes/s (above curl's low-speed limit), for ever
+  --endless FANOUT    an endless tree: every folder (the root too) holds "t.mp3" and FANOUT subfolders d0, d1, …
 
 GET /_stats (no auth) answers JSON: {"propfind": n, "get": n, "depths": [...], "paths": {path: n},
 "max_inflight": most PROPFINDs being answered at once}.
@@ -53,6 +55,25 @@ def small_tree():
     }
 
 
+class EndlessTree(dict):
+    """Every folder exists and holds a track and `fanout` subfolders: a server-side loop seen from outside."""
+
+    def __init__(self, fanout):
+        super().__init__()
+        self.fanout = fanout
+
+    def __contains__(self, rel):
+        return all(part.startswith("d") and part[1:].isdigit() for part in rel.split("/") if part) if rel else True
+
+    def __getitem__(self, rel):
+        if rel not in self:
+            raise KeyError(rel)
+        return ["t.mp3"] + [f"d{i}/" for i in range(self.fanout)]
+
+    def get(self, rel, default=None):
+        return self[rel] if rel in self else default
+
+
 def generated_tree(folders, files):
     tree = {"": [f"Folder {i:03d}/" for i in range(folders)]}
     for i in range(folders):
@@ -67,7 +88,10 @@ def sabre_quote(path):
 class State:
     def __init__(self, args):
         self.args = args
-        self.tree = generated_tree(args.folders, args.files) if args.folders else small_tree()
+        if args.endless:
+            self.tree = EndlessTree(args.endless)
+        else:
+            self.tree = generated_tree(args.folders, args.files) if args.folders else small_tree()
         self.lock = threading.Lock()
         self.propfind = 0
         self.get = 0
@@ -181,7 +205,25 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(403, b"only Depth: 1 here")
         if s.args.malformed is not None and rel == s.args.malformed:
             return self.send(207, b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:"><d:response><d:href>/x', [("Content-Type", "application/xml")])
+        if s.args.drip is not None and rel == s.args.drip:
+            # The document never closes: only a deadline on the client ends this answer.
+            return self.drip(self.multistatus(rel).replace(b"</d:multistatus>", b"") + b" " * 10_000_000)
         self.send(207, self.multistatus(rel), [("Content-Type", "application/xml; charset=utf-8")])
+
+    def drip(self, body):
+        """A 207 whose body comes at 1,500 bytes/s: 150 bytes every 0.1 s, until the client gives up."""
+        self.send_response(207)
+        self.send_header("Content-Type", "application/xml; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for at in range(0, len(body), 150):
+                self.wfile.write(body[at:at + 150])
+                self.wfile.flush()
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def href(self, rel, is_dir):
         s = self.state
@@ -252,6 +294,8 @@ def main():
     p.add_argument("--escape", action="store_true")
     p.add_argument("--bearer")
     p.add_argument("--delay", type=int, default=0)
+    p.add_argument("--drip")
+    p.add_argument("--endless", type=int, default=0)
     args = p.parse_args()
     if not args.prefix.endswith("/"):
         args.prefix += "/"

@@ -56,10 +56,10 @@ struct DriveHarness {
     let sleeps: SleepRecorder
 
     init(_ fake: DriveFake, root: String = "", pageSize: Int = 1000, strategy: GoogleDriveOptions.ListingStrategy = .flat,
-         acknowledgeAbuse: Bool = false) throws {
+         acknowledgeAbuse: Bool = false, walkLimits: WalkLimits = WalkLimits()) throws {
         let options = GoogleDriveOptions(remoteName: "gd", root: root, apiURL: fake.base,
                                          tokenURL: fake.base.appendingPathComponent("token"), pageSize: pageSize,
-                                         acknowledgeAbuse: acknowledgeAbuse, listingStrategy: strategy)
+                                         acknowledgeAbuse: acknowledgeAbuse, listingStrategy: strategy, walkLimits: walkLimits)
         refresher = OAuthRefresher(remoteName: "gd", tokens: TokenSet(accessToken: "tok-0", refreshToken: "refresh-0"),
                                    client: options.oauthClient(clientID: "client-id", clientSecret: "client-secret"),
                                    transport: fake.transport) { _ in }

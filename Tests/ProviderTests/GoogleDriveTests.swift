@@ -373,6 +373,20 @@ struct GoogleDriveFakeTests {
         }
     }
 
+    /// A walk that keeps finding folders stops at walkLimits.maxFolders with a clear error (#19.12).
+    @Test("the folder walk stops at walkLimits.maxFolders")
+    func walkFolderCap() async throws {
+        try await withDriveFake(["rootId": rootID, "generate": ["files": 1000, "perFolder": 10]]) { fake in
+            let harness = try DriveHarness(fake, strategy: .walk, walkLimits: WalkLimits(maxFolders: 50))
+            let error = await #expect(throws: ProviderError.self) { try await harness.list() }
+            #expect(error?.code == .invalidResponse)
+            #expect(error?.message.contains("more than 50 folders under the root") == true, "\(error?.message ?? "")")
+            // 120 folders in the drive: the flat listing does not walk, so the cap does not apply to it.
+            let flat = try DriveHarness(fake, strategy: .flat, walkLimits: WalkLimits(maxFolders: 50))
+            #expect(try await flat.list().flatMap(\.upserts).count == 1000)
+        }
+    }
+
     /// Request counts of the two strategies on a drive that holds only the music; the numbers are in
     /// docs/gdrive.md.
     @Test("request counts: flat enumeration vs grouped folder walk (1k and 10k files)", arguments: [1000, 10000])

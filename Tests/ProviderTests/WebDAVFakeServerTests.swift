@@ -127,6 +127,88 @@ struct WebDAVFakeServerTests {
         }
     }
 
+    @Test("a folder answer over the size cap is reported in skippedFolders and the rest is listed; on the root it is .invalidResponse")
+    func overTheCap() async throws {
+        try await withFake(["--folders", "3", "--files", "400"]) { server in
+            // Each folder's answer is ~170 KiB, the root's ~1 KiB: a 64 KiB cap refuses the folders, not the root.
+            var options = CurlTransportOptions()
+            options.maxResponseBody = 64 << 10
+            let logs = LogCollector()
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(options: options), logs: logs)
+            let pages = try await collectPages(provider)
+            #expect(pages.flatMap(\.upserts).isEmpty)
+            #expect(Set(pages.flatMap(\.skippedFolders)) == ["Folder 000", "Folder 001", "Folder 002"])
+            #expect(logs.warnings.contains { $0.contains("'Folder 001'") && $0.contains("larger than 64.0 KiB") }, "\(logs.warnings)")
+            let root = try makeProvider(url: server.url("/dav/"), root: "Folder 001", transport: try CurlTransport(options: options))
+            let error = await #expect(throws: ProviderError.self) { try await collectPages(root) }
+            #expect(error?.code == .invalidResponse)
+            #expect(error?.message.contains("larger than 64.0 KiB") == true, "\(error?.message ?? "")")
+        }
+    }
+
+    @Test("a folder answer dripping past the API deadline is reported in skippedFolders; the listing ends in time")
+    func drippingFolder() async throws {
+        try await withFake(["--drip", "Sub"]) { server in
+            var options = CurlTransportOptions()
+            options.apiTimeout = 1.5
+            let logs = LogCollector()
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(options: options), logs: logs)
+            let started = ContinuousClock.now
+            let pages = try await collectPages(provider)
+            #expect(ContinuousClock.now - started < .seconds(10))
+            #expect(Set(pages.flatMap(\.upserts).map(\.path)) == smallTreeAudio.filter { !$0.hasPrefix("Sub/") })
+            #expect(pages.flatMap(\.skippedFolders) == ["Sub"])
+            #expect(logs.warnings.contains { $0.contains("'Sub'") && $0.contains("within 1.5 s") }, "\(logs.warnings)")
+            #expect(try await server.stats().paths["Sub"] == 1, "a missed deadline is not retried")
+        }
+    }
+
+    @Test("an endless folder tree ends at walkLimits: too deep is skipped and reported, too many folders is an error")
+    func endlessTree() async throws {
+        try await withFake(["--endless", "1"]) { server in
+            let logs = LogCollector()
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(), logs: logs,
+                                            walkLimits: WalkLimits(maxDepth: 3))
+            let pages = try await collectPages(provider)
+            #expect(Set(pages.flatMap(\.upserts).map(\.path)) == ["t.mp3", "d0/t.mp3", "d0/d0/t.mp3", "d0/d0/d0/t.mp3"])
+            #expect(pages.flatMap(\.skippedFolders) == ["d0/d0/d0/d0"])
+            #expect(logs.warnings.contains { $0.contains("'d0/d0/d0/d0'") && $0.contains("deeper than 3") }, "\(logs.warnings)")
+        }
+        try await withFake(["--endless", "3"]) { server in
+            let provider = try makeProvider(url: server.url("/dav/"), transport: try CurlTransport(),
+                                            walkLimits: WalkLimits(maxFolders: 40))
+            let error = await #expect(throws: ProviderError.self) { try await collectPages(provider) }
+            #expect(error?.code == .invalidResponse)
+            #expect(error?.message.contains("more than 40 folders under the root") == true, "\(error?.message ?? "")")
+            #expect(try await server.stats().propfind <= 40)
+        }
+    }
+
+    @Test("user info in the url is Basic auth, never sent in the URL; contradictions and token auth are refused")
+    func userInfo() async throws {
+        try await withFake([]) { server in
+            let withCredentials = "http://demo:demo-pass@127.0.0.1:\(server.port)/dav/"
+            let provider = try makeProvider(url: withCredentials, transport: try CurlTransport(), password: "")
+            let files = try await collectPages(provider).flatMap(\.upserts)
+            #expect(Set(files.map(\.path)) == smallTreeAudio)
+            let download = try await provider.resolveDownload(for: try #require(files.first))
+            #expect(download.url.user == nil && download.url.password == nil)
+            #expect(download.headers.first?.value == "Basic " + Data("demo:demo-pass".utf8).base64EncodedString())
+            // The user in the URL with the password from the config (password_command) works too.
+            let userOnly = try makeProvider(url: "http://demo@127.0.0.1:\(server.port)/dav/", transport: try CurlTransport())
+            #expect(try await collectPages(userOnly).flatMap(\.upserts).count == smallTreeAudio.count)
+            for (url, auth) in [("http://demo:other-pass@127.0.0.1:\(server.port)/dav/", WebDAVOptions.Auth.basic),
+                                ("http://demo:demo-pass@127.0.0.1:\(server.port)/dav/", .bearer("tok"))] {
+                let refused = try makeProvider(url: url, transport: try CurlTransport(), auth: auth)
+                let error = await #expect(throws: ProviderError.self) { try await collectPages(refused) }
+                #expect(error?.code == .configuration)
+                #expect(error?.message.contains("url carries") == true, "\(error?.message ?? "")")
+                #expect(error?.message.contains("other-pass") == false && error?.message.contains("demo-pass") == false)
+            }
+            #expect(try await server.stats().propfind == smallTreeFolders * 2, "refused configurations send nothing")
+        }
+    }
+
     @Test("wrong credentials on the root are .unauthorized with a message that says what to check")
     func unauthorized() async throws {
         try await withFake([]) { server in

@@ -46,7 +46,7 @@ final class MemorySink: ByteSink {
 
 /// A transport that must never be used (parsing tests).
 struct UnusedTransport: Transport {
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
         throw ProviderError(.invalidResponse, "UnusedTransport.send called for \(request.method) \(request.url)")
     }
 
@@ -71,9 +71,13 @@ final class RecordingSleeps: Sendable {
 }
 
 func makeProvider(url: String, root: String = "", transport: any Transport = UnusedTransport(), pacer: Pacer? = nil,
-                  auth: WebDAVOptions.Auth = .basic, password: String = "demo-pass", logs: LogCollector = LogCollector()) throws -> WebDAVProvider {
+                  auth: WebDAVOptions.Auth = .basic, password: String = "demo-pass", logs: LogCollector = LogCollector(),
+                  walkLimits: WalkLimits = WalkLimits()) throws -> WebDAVProvider {
     let u = try #require(URL(string: url))
-    let options = WebDAVOptions(remoteName: "test", url: u, root: root, user: "demo", password: password, auth: auth)
+    // Credentials in the URL stand alone; elsewhere the remote has user "demo".
+    let user = u.user == nil ? "demo" : ""
+    let options = WebDAVOptions(remoteName: "test", url: u, root: root, user: user, password: password, auth: auth,
+                                walkLimits: walkLimits)
     return WebDAVProvider(options: options, transport: transport, pacer: pacer ?? RecordingSleeps().pacer(), audio: AudioFilter(),
                           logger: logs.logger)
 }

@@ -94,6 +94,38 @@ struct YandexProviderTests {
         }
     }
 
+    @Test("a folder deeper than walkLimits.maxDepth is not listed and is reported; shallower ones are")
+    func walkDepthCap() async throws {
+        let spec: [String: Any] = ["files": [
+            ["path": "Music/top.mp3", "size": 10], ["path": "Music/A/one.mp3", "size": 11],
+            ["path": "Music/A/B/two.mp3", "size": 12], ["path": "Music/A/B/C/three.mp3", "size": 13],
+        ]]
+        try await YandexFake.with(spec) { fake in
+            let logs = LogRecorder()
+            let provider = fake.provider(root: "Music", logs: logs, walkLimits: WalkLimits(maxDepth: 1))
+            let pages = try await listingPages(provider)
+            #expect(Set(pages.flatMap(\.upserts).map(\.path)) == ["top.mp3", "A/one.mp3"])
+            #expect(pages.flatMap(\.skippedFolders) == ["A/B"])
+            #expect(logs.warnings.contains { $0.contains("'A/B'") && $0.contains("deeper than 1 folders") }, "\(logs.warnings)")
+            let asked = try await fake.log().filter { $0.path == "/v1/disk/resources" }.compactMap { $0.query["path"] }
+            #expect(!asked.contains { $0.hasPrefix("disk:/Music/A/B") }, "\(asked)")
+        }
+    }
+
+    @Test("more folders than walkLimits.maxFolders end the walk with a clear error")
+    func walkFolderCap() async throws {
+        let files: [[String: Any]] = (0 ..< 30).map { ["path": "Music/Folder \($0)/t.mp3", "size": 5] }
+        try await YandexFake.with(["files": files]) { fake in
+            let provider = fake.provider(root: "Music", walkLimits: WalkLimits(maxFolders: 10))
+            let error = await #expect(throws: ProviderError.self) { _ = try await yandexListing(provider) }
+            #expect(error?.code == .invalidResponse)
+            #expect(error?.message.contains("more than 10 folders under 'Music'") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("Set root") == true)
+            let walked = try await fake.log().filter { $0.path == "/v1/disk/resources" }.count
+            #expect(walked <= 10, "the walk stopped at the cap (\(walked) folder pages)")
+        }
+    }
+
     @Test("a missing root is .notFound naming the root; a file as root is .configuration")
     func missingRoot() async throws {
         try await YandexFake.with(["files": yandexLibrary]) { fake in

@@ -69,8 +69,9 @@ final class YandexFake: Sendable {
     }
 
     func provider(root: String = "", pageSize: Int = 1000, flatListing: Bool = true, tokens: (any TokenSource)? = nil,
-                  pacer: Pacer? = nil, logs: LogRecorder = LogRecorder()) -> YandexDiskProvider {
-        let options = YandexOptions(remoteName: "yd", root: root, apiURL: apiURL, pageSize: pageSize, flatListing: flatListing)
+                  pacer: Pacer? = nil, logs: LogRecorder = LogRecorder(), walkLimits: WalkLimits = WalkLimits()) -> YandexDiskProvider {
+        let options = YandexOptions(remoteName: "yd", root: root, apiURL: apiURL, pageSize: pageSize, flatListing: flatListing,
+                                    walkLimits: walkLimits)
         return YandexDiskProvider(options: options, transport: transport, pacer: pacer ?? SleepRecorder().pacer(),
                                   tokens: tokens ?? StaticTokenSource(token: "test-access-token", remoteName: "yd"),
                                   audio: AudioFilter(), logger: logs.logger)

@@ -16,14 +16,17 @@ final class YandexCannedTransport: Transport {
 
     var sent: [HTTPRequest] { requests.withLock { $0 } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
         requests.withLock { $0.append(request) }
         let comps = URLComponents(url: request.url, resolvingAgainstBaseURL: false)
         let diskPath = comps?.queryItems?.first { $0.name == "path" }?.value
         let key = request.url.path + (diskPath.map { "?" + $0 } ?? "")
         let (status, body) = answers[key] ?? answers[request.url.path]
             ?? (404, Data(#"{"message":"x","description":"Resource not found.","error":"DiskNotFoundError"}"#.utf8))
-        return HTTPResponse(head: HTTPResponseHead(status: status, headers: ["Content-Type": "application/json"], url: request.url), body: body)
+        let head = HTTPResponseHead(status: status, headers: ["Content-Type": "application/json"], url: request.url)
+        guard sink.accepts(head) else { return HTTPResponse(head: head, body: body) }
+        try body.withUnsafeBytes { try sink.write($0) }
+        return HTTPResponse(head: head, body: Data())
     }
 
     func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
