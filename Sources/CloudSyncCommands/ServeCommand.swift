@@ -25,8 +25,10 @@ struct ServeCommand {
         let config = try setup.configuration()
         let cache = try setup.openCache(config)
         // Connection failures count as unreachable for API calls (link resolution) too, so the pacers'
-        // unreachableRetries of 0 bound them as well.
-        let transport = try CurlTransport(logger: context.logger)
+        // unreachableRetries of 0 bound them as well; API calls have the configured deadline.
+        var transportOptions = CurlTransportOptions()
+        transportOptions.apiTimeout = config.pull.apiTimeout
+        let transport = try CurlTransport(options: transportOptions, logger: context.logger)
         let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
         var unavailable: [String: String] = [:]
