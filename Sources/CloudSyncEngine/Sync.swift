@@ -65,7 +65,8 @@ public struct Sync: Sendable {
         reduction.busy += last.busy
         report.budget = BudgetSummary(finalPlan, reduction: reduction)
         report.budget?.limitedByDisk = finalPlan.budget < options.budget.maxSize
-        if finalPlan.budget < options.budget.maxSize {
+        // Said only when it matters: the disk, not cache.max_size, is what keeps part of the library out.
+        if finalPlan.budget < options.budget.maxSize && finalPlan.libraryBytes > finalPlan.budget {
             events(.warning(remote: remote, message: "the disk of the cache is nearly full: the budget is \(ByteSize.format(finalPlan.budget)) "
                 + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that cache.min_free "
                 + "(\(ByteSize.format(options.budget.minFree))) stays free; free some space or lower cache.min_free"))

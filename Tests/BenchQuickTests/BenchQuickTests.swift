@@ -93,6 +93,13 @@ struct BenchQuickTests {
         #expect(table.contains("ls-offline"), "no ls --offline row in:\n\(table)")
     }
 
+    @Test("budget --quick: a library ten times the budget converges; a played track is complete after the next pull")
+    func budget() throws {
+        let (status, table, stderr) = try Self.runQuick("budget")
+        #expect(status == 0, "bench/budget.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(table.contains("| pull 5 | 0 |"), "table:\n\(table)")
+    }
+
     @Test("soak --quick: two serves, pull and cache loops, 16 byte-checking players: 0 wrong bytes, crashes, hangs")
     func soak() throws {
         let (status, table, stderr) = try Self.runQuick("soak")

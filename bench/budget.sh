@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Budget: (1) a library ten times the cache's budget (40 × 4 MiB in 16 MiB), five pulls in a row: body bytes
+# each pull transfers (nginx's access log), files shrunk or evicted, states after; then a play-like change (a
+# track's last play recorded by reading it through serve) and the bytes of the pull after it; (2) planning time
+# over a 20,000-track index: `cache evict --dry-run` (index read + plan, no listing, no fetch).
+#   usage: bench/budget.sh [--quick]        --quick: 5,000 tracks for (2)
+source "$(dirname "$0")/lib.sh"
+need nginx
+out=$RESULTS/budget$([ $QUICK = 1 ] && echo -quick || true).md
+n2=$([ $QUICK = 1 ] && echo 5000 || echo 20000)
+failures=0
+
+# ---------- (1) ten times the budget
+lib=$WORK/lib; make_lib "$lib" 40 $((4 << 20)) 10
+start_nginx "$lib"
+cfg=$WORK/budget.toml
+webdav_config "$cfg" "$WORK/cache" "http://127.0.0.1:$NGINX_PORT/dav/"
+# Start sets of 64 KiB minimum audio: these random files are no known format, so each keeps its first 128 KiB and
+# its last 128 KiB (with the default 512 KiB, 40 heads would not fit in 16 MiB, and the plan would keep the
+# heads of the first tracks only).
+sed -i 's/^max_size = "100GiB"$/max_size = "16MiB"\nmin_free = "0"\n\n[pull]\nhead_first = "64KiB"/' "$cfg"
+rows=$WORK/rows.txt; : >"$rows"
+# body_bytes: the bytes nginx sent for GETs since the log was last cut.
+body_bytes() { awk '$1 == "GET" { s += $3 } END { print s + 0 }' "$NGINX_LOG"; }
+for run in 1 2 3 4 5; do
+    : >"$NGINX_LOG"
+    t0=$(date +%s.%N)
+    "$BIN" --config "$cfg" pull >"$WORK/pull.out" 2>"$WORK/pull.err" || { cat "$WORK/pull.err" >&2; failures=$((failures + 1)); }
+    secs=$(python3 -c "import time; print(f'{time.time() - $t0:.2f}')")
+    bytes=$(body_bytes)
+    reduced=$(grep -cE '^(shrunk|evicted) ' "$WORK/pull.err" || true)
+    states=$("$BIN" --config "$cfg" ls --offline --json | python3 -c 'import collections, json, sys; c = collections.Counter(r["state"] for r in json.load(sys.stdin)); print(", ".join(f"{k} {v}" for k, v in sorted(c.items())))')
+    held=$("$BIN" --config "$cfg" cache status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["bytes"])')
+    echo "pull $run|$bytes|$reduced|$states|$held|$secs" >>"$rows"
+    if [ "$run" -gt 1 ] && [ "$bytes" != 0 ]; then echo "bench: pull $run transferred $bytes bytes" >&2; failures=$((failures + 1)); fi
+    [ "$held" -le $((16 << 20)) ] || { echo "bench: pull $run left $held bytes, over the budget" >&2; failures=$((failures + 1)); }
+done
+line=$(grep -E '^library ' "$WORK/pull.err" | tail -1 || true)
+# A play: read one head-only track to its end through serve, then pull.
+played=$("$BIN" --config "$cfg" ls --offline --json | python3 -c 'import json, sys; print(next(r["path"] for r in json.load(sys.stdin) if r["state"] == "head"))')
+start_serve "$cfg"
+curl -sf -o /dev/null "http://127.0.0.1:$SERVE_PORT/tracks/bench/$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$played")" \
+    || { echo "bench: playing $played through serve failed" >&2; failures=$((failures + 1)); }
+stop_pid "$SERVE_PID"
+: >"$NGINX_LOG"
+"$BIN" --config "$cfg" pull >"$WORK/pull.out" 2>"$WORK/pull.err" || failures=$((failures + 1))
+after_play=$(body_bytes)
+played_state=$("$BIN" --config "$cfg" ls --offline --json | python3 -c 'import json, sys; p = sys.argv[1]; print(next(r["state"] for r in json.load(sys.stdin) if r["path"] == p))' "$played")
+[ "$played_state" = cached ] || { echo "bench: the played track is $played_state after the pull" >&2; failures=$((failures + 1)); }
+stop_servers
+rm -rf "$lib" "$WORK/cache"
+
+# ---------- (2) planning a 20,000-track index
+lib=$WORK/lib2; make_lib "$lib" "$n2" 16
+start_nginx "$lib"
+cfg2=$WORK/budget2.toml
+webdav_config "$cfg2" "$WORK/cache2" "http://127.0.0.1:$NGINX_PORT/dav/"
+log "budget: indexing $n2 tracks"
+"$BIN" --config "$cfg2" pull --quiet || failures=$((failures + 1))
+stop_servers
+res=$WORK/plan.txt; : >"$res"
+for _ in $(seq 1 "$RUNS"); do
+    measure "$res" "cache-evict-dry-run-$n2" "$BIN" --config "$cfg2" cache evict --dry-run
+done
+plan_wall=$(median_of "$res" "cache-evict-dry-run-$n2" 1)
+
+{
+    echo "# Budget"; echo; machine_line; echo
+    echo "40 random tracks of 4 MiB (160 MiB) from nginx WebDAV, \`cache.max_size = \"16MiB\"\`, \`min_free = \"0\"\`,"
+    echo "\`pull.head_first = \"64KiB\"\` (start sets of a file that is not recognised audio: its first 128 KiB and its last 128 KiB)."; echo
+    echo "| pull | body bytes transferred | tracks shrunk or evicted | states after | bytes held | wall s |"
+    echo "|---|---|---|---|---|---|"
+    while IFS='|' read -r a b c d e f; do echo "| $a | $b | $c | $d | $e | $f |"; done <"$rows"
+    echo
+    echo "- the run's one line: \`${line:-none}\`"
+    echo "- $played read through serve to its end, then a pull: $after_play body bytes transferred; the track is now $played_state"
+    echo "- planning $n2 tracks (\`cache evict --dry-run\`: index read + plan + dry reduction, whole process): median ${plan_wall} s over $RUNS runs"
+} >"$out"
+cat "$out"
+[ "$failures" = 0 ] || { echo "bench: $failures budget checks failed" >&2; exit 1; }
