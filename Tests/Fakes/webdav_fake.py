@@ -16,6 +16,8 @@ Basic auth demo / demo-pass (or `Authorization: Bearer TOKEN` with --bearer TOKE
   --malformed NAME    the folder NAME answers a truncated body ("" = the root)
   --escape            the root listing also holds hrefs outside PREFIX
   --delay MS          every PROPFIND answer waits MS milliseconds (makes concurrency observable)
+  --lie-size PATH=N   the file PATH (relative to PREFIX) is listed with getcontentlength N (its GETs still
+                      answer its real bytes): a hostile or broken server's sizes
   --drip NAME         the folder NAME answers its 207 at 1,500 bytes/s (above curl's low-speed limit), for ever
   --endless FANOUT    an endless tree: every folder (the root too) holds "t.mp3" and FANOUT subfolders d0, d1, …
 
@@ -249,7 +251,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             data = content_of(rel)
             etag = hashlib.md5(data).hexdigest()
-            ok = (f"<d:resourcetype/><d:getcontentlength>{len(data)}</d:getcontentlength>"
+            size = dict(lie.split("=", 1) for lie in self.state.args.lie_size).get(rel, str(len(data)))
+            ok = (f"<d:resourcetype/><d:getcontentlength>{size}</d:getcontentlength>"
                   f"<d:getlastmodified>{date}</d:getlastmodified><d:getetag>&quot;{etag}&quot;</d:getetag>")
             missing = "<d:getcontenttype/>"
             if style == "nextcloud":
@@ -296,6 +299,7 @@ def main():
     p.add_argument("--delay", type=int, default=0)
     p.add_argument("--drip")
     p.add_argument("--endless", type=int, default=0)
+    p.add_argument("--lie-size", action="append", default=[])
     args = p.parse_args()
     if not args.prefix.endswith("/"):
         args.prefix += "/"
