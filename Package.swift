@@ -69,6 +69,7 @@ let package = Package(
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
         .testTarget(name: "CloudSyncXMLTests", dependencies: ["CloudSyncXML"]),
+        .testTarget(name: "CloudSyncCoreTests", dependencies: ["CloudSyncCore"]),
         .testTarget(name: "CloudSyncAudioTests", dependencies: ["CloudSyncAudio", "TestSupport"]),
         /// Test helper: fills a cache entry so CloudSyncCacheTests can kill -9 it mid-write.
         .executableTarget(name: "cache-crash-child", dependencies: ["CloudSyncCache", "CloudSyncCore"],
