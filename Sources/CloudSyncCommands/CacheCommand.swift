@@ -70,15 +70,21 @@ struct CacheCommand {
             let report = try cache.verify { url, expected in try hashFile(at: url, kind: expected.kind) }
             if context.json {
                 let object: [String: Any] = ["checked": report.checked, "skipped_no_hash": report.skippedNoHash,
-                                             "mismatched": report.mismatched, "vanished": report.vanished]
+                                             "mismatched": report.mismatched, "vanished": report.vanished,
+                                             "wrong_size": report.wrongSize, "mtime_drift": report.mtimeDrift]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 console.out(String(decoding: data, as: UTF8.self) + "\n")
             } else {
-                for m in report.mismatched { console.out("mismatch  \(m)  (removed; the next pull fetches it again)\n") }
-                for v in report.vanished { console.out("missing   \(v)  (marked for refetch)\n") }
-                console.out("\(report.checked) checked, \(report.mismatched.count) mismatched, \(report.vanished.count) missing, \(report.skippedNoHash) without a hash\n")
+                let e = TerminalText.escape
+                for m in report.mismatched { console.out("mismatch  \(e(m))  (removed; the next pull fetches it again)\n") }
+                for m in report.wrongSize { console.out("size      \(e(m))  (not the remote's size; removed, the next pull fetches it again)\n") }
+                for v in report.vanished { console.out("missing   \(e(v))  (marked for refetch)\n") }
+                for d in report.mtimeDrift { console.out("mtime     \(e(d))  (modified time differs from the remote's; bytes kept)\n") }
+                console.out("\(report.checked) checked, \(report.mismatched.count) mismatched, \(report.wrongSize.count) of the wrong size, "
+                    + "\(report.vanished.count) missing, \(report.mtimeDrift.count) with another mtime; "
+                    + "\(report.skippedNoHash) without a hash (size compared)\n")
             }
-            return report.mismatched.isEmpty && report.vanished.isEmpty ? .ok : .partialFailure
+            return report.mismatched.isEmpty && report.vanished.isEmpty && report.wrongSize.isEmpty ? .ok : .partialFailure
         case "pin", "unpin":
             let remote = try singleRemote(config)
             for path in context.arguments.positionals {
@@ -113,11 +119,44 @@ struct CacheCommand {
             guard args.count == 2 else {
                 throw UsageError(message: "cloudsync: cache path takes no argument or REMOTE PATH", hint: "Run 'cloudsync cache path --help' for usage.")
             }
+            _ = try config.select(remote: args[0], provider: nil)
             guard let entry = try cache.entry(remote: args[0], path: args[1].trimmingCharacters(in: CharacterSet(charactersIn: "/"))) else {
                 throw CacheError(.notFound, "no track '\(args[1])' in remote '\(args[0])'; see 'cloudsync ls --offline'")
             }
-            console.out(entry.localURL.path + "\n")
-            return entry.state == .complete ? .ok : .partialFailure
+            if entry.state == .complete {
+                console.out(entry.localURL.path + "\n")
+                return .ok
+            }
+            // Not complete: nothing is printed on stdout (a script must not open a file that is not there).
+            let name = TerminalText.escape("\(args[0])/\(entry.path)")
+            var text = "cloudsync: \(name) is not complete: "
+            if entry.presentBytes > 0, let partial = try cache.partialURL(remote: args[0], path: entry.path) {
+                text += "\(ByteSize.format(entry.presentBytes)) of \(ByteSize.format(entry.file.size)) are in \(partial.path) "
+                    + "(a sparse file: the holes are zeros, not audio)"
+            } else {
+                text += "no byte of it is cached"
+            }
+            if entry.outdatedTrackBytes > 0 { text += "; \(entry.localURL.path) holds an older version" }
+            text += ". Play it through 'cloudsync serve', or fetch it with 'cloudsync pull --remote \(args[0]) \(entry.path)'.\n"
+            console.err(text)
+            return .partialFailure
+        case "rm":
+            let remote = try singleRemote(config)
+            let paths = context.arguments.positionals.map { $0.split(separator: "/").joined(separator: "/") }
+            let known = try cache.knownPaths(remote: remote)
+            let selection = PathSelection(paths, remote: remote)
+            if let miss = selection.unmatched(in: known).first {
+                throw UsageError(message: "cloudsync: no track or folder '\(miss.path)' in remote '\(remote)'"
+                    + (miss.closest.map { " (the closest is '\($0)')" } ?? ""),
+                    hint: "See 'cloudsync ls --offline --remote \(remote)'.")
+            }
+            let report = try cache.dropBytes(remote: remote, paths: known.filter(selection.selects).sorted())
+            for e in report.evicted { console.out("removed  \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\n") }
+            for busy in report.skippedBusy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
+            if !context.arguments.has("quiet") {
+                console.err("\(counted(report.evicted.count, "track")), \(ByteSize.format(report.freedBytes)) freed; they stay listed as missing and the next pull fetches them again\n")
+            }
+            return report.skippedBusy.isEmpty ? .ok : .partialFailure
         default:
             throw UsageError(message: "cloudsync: unknown cache command '\(sub)'", hint: "Run 'cloudsync cache --help' for usage.")
         }
