@@ -119,7 +119,7 @@ struct CacheCommand {
             guard args.count == 2 else {
                 throw UsageError(message: "cloudsync: cache path takes no argument or REMOTE PATH", hint: "Run 'cloudsync cache path --help' for usage.")
             }
-            _ = try config.select(remote: args[0], provider: nil)
+            try Setup.checkRemoteName(args[0], in: config, option: "")
             guard let entry = try cache.entry(remote: args[0], path: args[1].trimmingCharacters(in: CharacterSet(charactersIn: "/"))) else {
                 throw CacheError(.notFound, "no track '\(args[1])' in remote '\(args[0])'; see 'cloudsync ls --offline'")
             }
@@ -169,7 +169,7 @@ struct CacheCommand {
 
     private func singleRemote(_ config: Configuration) throws -> String {
         if let name = context.arguments.value("remote") {
-            _ = try config.select(remote: name, provider: nil)
+            try Setup.checkRemoteName(name, in: config, option: "--remote")
             return name
         }
         guard config.remotes.count == 1, let only = config.remotes.first else {
