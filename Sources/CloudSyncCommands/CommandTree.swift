@@ -59,7 +59,7 @@ enum CommandTree {
                 takesNext: { ByteSize.parse($0) != nil }),
             .flag("refetch", "Drop the cached bytes of the PATHs first, so they are downloaded again (needs PATH)."),
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75 (Ctrl-C or SIGTERM stops waiting: 130, 143)."),
-            .flag("progress", "Draw the live progress frame even when stderr is not a terminal (default: on a terminal, not TERM=dumb)."),
+            .flag("progress", "Draw the live progress frame even when stderr is not a terminal (width: $COLUMNS, else 80); never with TERM=dumb (default: on a terminal)."),
             .flag("no-progress", "Never draw the live progress frame; print one line per finished file."),
             .flag("json", "Print a JSON summary on stdout."),
         ],

@@ -17,6 +17,8 @@ final class Console: Sendable {
     let color: Bool
     /// The terminal understands cursor movement (stderr is a terminal and TERM is not `dumb`).
     let cursorMovement: Bool
+    /// TERM=dumb: never any cursor movement, even with `--progress`.
+    let dumbTerminal: Bool
     let level: LogLevel
     /// `$COLUMNS`, used when the width of stderr cannot be asked (not a terminal).
     private let columns: Int?
@@ -34,6 +36,7 @@ final class Console: Sendable {
         let dumb = environment["TERM"] == "dumb"
         color = stderrIsTTY && (environment["NO_COLOR"] ?? "").isEmpty && !dumb
         cursorMovement = stderrIsTTY && !dumb
+        dumbTerminal = dumb
         columns = environment["COLUMNS"].flatMap { Int($0) }.flatMap { (1 ... 10_000).contains($0) ? $0 : nil }
         self.level = level
     }

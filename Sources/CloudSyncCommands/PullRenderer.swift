@@ -48,7 +48,7 @@ final class PullRenderer: Sendable {
         self.json = json
         switch progress {
         case .off: live = false
-        case .on: live = !quiet && !dryRun
+        case .on: live = !console.dumbTerminal && !quiet && !dryRun
         case .auto: live = console.cursorMovement && !quiet && !dryRun
         }
     }

@@ -107,3 +107,55 @@ import TestSupport
         #expect(try fixture.env.run(["pull", "--refetch"]).status == 2, "--refetch needs a PATH")
     }
 }
+
+/// #20.3: the live progress frame as a terminal receives it: redrawn in place (cursor up, erase), every frame
+/// line within the width, finished-file lines above it; TERM=dumb and --no-progress get no cursor movement.
+@Suite struct ProgressOutputTests {
+    @Test func frameFitsTheWidthAndIsRedrawnInPlace() throws {
+        let long = "Classical/" + String(repeating: "Very Long Folder Name ", count: 4) + "/01 " + String(repeating: "x", count: 80) + ".mp3"
+        let fixture = try Fixture(seed: 45, files: [(long, 600_000), ("b.mp3", 300_000)], rate: 400 << 10)
+        defer { fixture.cleanup() }
+        let env = fixture.env
+        let p = env.process(["pull", "--progress", "--jobs", "2"])
+        var environment = p.environment ?? [:]
+        environment["COLUMNS"] = "40"
+        environment["TERM"] = "xterm"
+        p.environment = environment
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let bytes = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.contains("\u{1B}[J") && text.contains("A\r"), "the frame is erased and redrawn: \(text.debugDescription)")
+        // What is left between the control sequences: frame lines are the status line and the file lines.
+        let plain = text.replacingOccurrences(of: "\u{1B}\\[[0-9]*[AJK]", with: "", options: .regularExpression)
+            .replacingOccurrences(of: "\r", with: "")
+        let frameLines = plain.split(separator: "\n").filter { $0.hasPrefix("[") || $0.hasPrefix("  ") }
+        #expect(!frameLines.isEmpty)
+        for line in frameLines { #expect(line.count <= 39, "wider than 40 columns: \(line)") }
+        #expect(frameLines.contains { $0.contains("…") }, "the long name is shortened: \(frameLines)")
+        #expect(plain.contains("fetched") && plain.contains("b.mp3"), "finished files are printed above the frame")
+    }
+
+    @Test(arguments: [["pull", "--progress"], ["pull", "--no-progress"]])
+    func noCursorMovementWhenDumbOrDisabled(arguments: [String]) throws {
+        let fixture = try Fixture(seed: 46, files: [("a.mp3", 200_000)])
+        defer { fixture.cleanup() }
+        let p = fixture.env.process(arguments)
+        var environment = p.environment ?? [:]
+        environment["TERM"] = arguments.contains("--progress") ? "dumb" : "xterm"
+        p.environment = environment
+        let err = Pipe()
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = err
+        try p.run()
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        #expect(!text.contains("\u{1B}"), "no escape sequence: \(text.debugDescription)")
+        #expect(text.contains("fetched"))
+    }
+}
