@@ -13,6 +13,8 @@ struct CacheCommand {
         let setup = Setup(context: context)
         let config = try setup.configuration()
         let console = context.console
+        // -q: errors only. Reports a command exists for (status, verify, path) still print.
+        let quiet = context.arguments.has("quiet")
         if sub == "path" && context.arguments.positionals.isEmpty {
             console.out(config.cache.dir.path + "\n")
             return .ok
@@ -49,7 +51,7 @@ struct CacheCommand {
 
                 """
                 for r in s.remotes {
-                    text += "\(r.remote): \(r.tracks) tracks, \(r.complete) complete, \(r.headOnly) head only, "
+                    text += "\(TerminalText.escape(r.remote)): \(counted(r.tracks, "track")), \(r.complete) complete, \(r.headOnly) head only, "
                         + "\(r.partial) partial, \(r.missing) missing; \(ByteSize.format(r.bytesPresent)) of \(ByteSize.format(r.libraryBytes))\n"
                 }
                 console.out(text)
@@ -58,14 +60,14 @@ struct CacheCommand {
             let dryRun = context.arguments.has("dry-run")
             let (plan, tracks) = try budget(config, cache).plan()
             let report = try budget(config, cache).reduce(to: plan, tracks: tracks, dryRun: dryRun)
-            for e in report.items {
+            for e in report.items where !quiet {
                 let verb = e.action == "head" ? (dryRun ? "would shrink" : "shrunk") : (dryRun ? "would evict" : "evicted")
-                console.out("\(verb.rightPad(12)) \(ByteSize.format(e.bytes).leftPad(9))  \(e.remote)/\(e.path)\(e.action == "head" ? "  (keeps its head)" : "")\n")
+                console.out("\(verb.rightPad(12)) \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\(e.action == "head" ? "  (keeps its head)" : "")\n")
             }
-            for busy in report.busy { console.err("cloudsync: \(busy) is being written by another process; left as it is\n") }
+            for busy in report.busy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
             let after = try cache.heldBytes()
-            console.out("\(report.items.count) tracks, \(ByteSize.format(report.freedBytes)) \(dryRun ? "would be freed" : "freed"); "
-                + "cache now \(ByteSize.format(dryRun ? after - report.freedBytes : after)) of a \(ByteSize.format(plan.budget)) budget\n")
+            if !quiet { console.out("\(counted(report.items.count, "track")), \(ByteSize.format(report.freedBytes)) \(dryRun ? "would be freed" : "freed"); "
+                + "cache now \(ByteSize.format(dryRun ? after - report.freedBytes : after)) of a \(ByteSize.format(plan.budget)) budget\n") }
         case "verify":
             let report = try cache.verify { url, expected in try hashFile(at: url, kind: expected.kind) }
             if context.json {
@@ -96,7 +98,7 @@ struct CacheCommand {
                 for m in matches {
                     if sub == "pin" { try cache.pin(remote: remote, path: m.path) } else { try cache.unpin(remote: remote, path: m.path) }
                 }
-                console.out("\(sub == "pin" ? "pinned" : "unpinned") \(matches.count) track\(matches.count == 1 ? "" : "s") under \(remote)/\(trimmed)\n")
+                if !quiet { console.out("\(sub == "pin" ? "pinned" : "unpinned") \(counted(matches.count, "track")) under \(TerminalText.escape("\(remote)/\(trimmed)"))\n") }
             }
         case "clear":
             let remote = context.arguments.value("remote")
@@ -113,7 +115,7 @@ struct CacheCommand {
                 }
             }
             let report = try cache.clear(remote: remote)
-            console.out("cleared \(report.evicted.count) tracks (\(ByteSize.format(report.freedBytes))); pinned tracks kept: \(report.keptPinned)\n")
+            if !quiet { console.out("cleared \(counted(report.evicted.count, "track")) (\(ByteSize.format(report.freedBytes))); pinned tracks kept: \(report.keptPinned)\n") }
         case "path":
             let args = context.arguments.positionals
             guard args.count == 2 else {
@@ -151,7 +153,7 @@ struct CacheCommand {
                     hint: "See 'cloudsync ls --offline --remote \(remote)'.")
             }
             let report = try cache.dropBytes(remote: remote, paths: known.filter(selection.selects).sorted())
-            for e in report.evicted { console.out("removed  \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\n") }
+            for e in report.evicted where !quiet { console.out("removed  \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\n") }
             for busy in report.skippedBusy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
             if !context.arguments.has("quiet") {
                 console.err("\(counted(report.evicted.count, "track")), \(ByteSize.format(report.freedBytes)) freed; they stay listed as missing and the next pull fetches them again\n")

@@ -41,7 +41,7 @@ struct ServeCommand {
                                                 pacer: built.pacer, cache: cache, logger: context.logger)
             } catch {
                 unavailable[remote.name] = String(describing: error)
-                context.console.err("cloudsync: warning: \(remote.name): \(error); serving its cached bytes only\n")
+                context.logger.warning("\(remote.name): \(CommandLineTool.message(of: error)); serving its cached bytes only")
             }
         }
         let server = TrackServer(cache: cache, sources: sources, unavailable: unavailable, options: options,
@@ -49,14 +49,15 @@ struct ServeCommand {
         let bound = try server.start()
         let shown = options.urlHost
         context.console.out("listening on http://\(shown):\(bound)/\n")
-        context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n")
+        let quiet = context.arguments.has("quiet")
+        if !quiet { context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n") }
 
         let (signals, continuation) = AsyncStream<Void>.makeStream()
         let interrupt = InterruptHandler { continuation.yield() }
         defer { interrupt.stop() }
         for await _ in signals { break }
         server.stop()
-        context.console.err("cloudsync: serve stopped\n")
+        if !quiet { context.console.err("cloudsync: serve stopped\n") }
         return .ok
     }
 

@@ -159,3 +159,25 @@ import TestSupport
         #expect(text.contains("fetched"))
     }
 }
+
+/// #20.11: -q means errors only, each fact is printed once, counts read "1 file", "1 track".
+@Suite struct OutputEconomyTests {
+    @Test func quietPrintsNothingAndVerboseLogsEachExchangeOnce() throws {
+        var fixture = try Fixture(seed: 47, files: [("one.mp3", 30_000)])
+        defer { fixture.cleanup() }
+        let verbose = try fixture.env.run(["-v", "ls"])
+        #expect(verbose.status == 0, "stderr: \(verbose.stderr)")
+        let exchanges = verbose.stderr.split(separator: "\n").filter { $0.contains("debug: PROPFIND") }
+        #expect(!exchanges.isEmpty && exchanges.count == Set(exchanges).count, "each exchange once: \(verbose.stderr)")
+        #expect(Int64(exchanges.count) == (try fixture.server.stats()["propfind"] ?? -1), "one line per request: \(verbose.stderr)")
+        #expect(verbose.stderr.contains("1 track, "), "singular: \(verbose.stderr)")
+
+        let pull = try fixture.env.run(["pull"])
+        #expect(pull.stderr.contains("1 file to fetch") && pull.stderr.contains("fetched 1 file ("), "stderr: \(pull.stderr)")
+        try fixture.library.remove("one.mp3")
+        let quiet = try fixture.env.run(["-q", "pull"])
+        #expect(quiet.status == 0 && quiet.stdout.isEmpty && quiet.stderr.isEmpty, "-q: \(quiet.stdout) \(quiet.stderr)")
+        let evict = try fixture.env.run(["-q", "cache", "evict"])
+        #expect(evict.status == 0 && evict.stdout.isEmpty && evict.stderr.isEmpty, "-q: \(evict.stdout) \(evict.stderr)")
+    }
+}
