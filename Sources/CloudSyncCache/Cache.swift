@@ -268,6 +268,15 @@ public final class Cache: Sendable {
         return access(url.path, F_OK) == 0 ? url : nil
     }
 
+    /// Paths of the entries of `remote` whose current version is not complete while `tracks/` still holds an
+    /// older one (`ls` shows them as outdated): a pull counts them as changed, whether or not `ls` recorded the
+    /// new version first.
+    public func outdatedPaths(remote: String) throws(CacheError) -> Set<String> {
+        try withDatabase { db throws(CacheError) in
+            Set(try db.query("SELECT path FROM files WHERE remote = ? AND state != 2 AND track_bytes > 0", [.text(remote)]) { $0.text(0) })
+        }
+    }
+
     /// Paths of every entry of `remote`, for mark-and-sweep after a full listing.
     public func knownPaths(remote: String) throws(CacheError) -> Set<String> {
         try withDatabase { db throws(CacheError) in

@@ -149,6 +149,7 @@ public struct Sync: Sendable {
         var changed: [String: RemoteFile] = [:]
         var deletions: [RemoteDeletion] = []
         var skipped: Set<String> = []
+        let outdated = try cache.outdatedPaths(remote: remote)
         for try await page in provider.listAudio(cursor: try cache.cursor(remote: remote)) {
             kind = page.kind
             if let c = page.cursor { survey.cursor = c }
@@ -157,7 +158,7 @@ public struct Sync: Sendable {
             case .full:
                 // A path listed twice keeps its first entry.
                 let fresh = page.upserts.filter { survey.present.insert($0.path).inserted }
-                try plan(fresh, recording: recording, into: &survey.plan)
+                try plan(fresh, recording: recording, outdated: outdated, into: &survey.plan)
             case .changes:
                 for file in page.upserts { changed[file.path] = file }
                 deletions += page.deletions
@@ -202,11 +203,12 @@ public struct Sync: Sendable {
                 gone.remove(path)
             }
             let upserts = Array(changed.values)
-            try plan(upserts, recording: recording, into: &survey.plan)
+            try plan(upserts, recording: recording, outdated: outdated, into: &survey.plan)
             // Tracks an earlier pull left incomplete, which this feed does not mention, are fetched too.
             for entry in try cache.incompleteEntries(remote: remote)
             where changed[entry.path] == nil && !gone.contains(entry.path) && selection.selects(entry.path) {
-                survey.plan.fetch.append(.init(file: entry.file, missingBytes: entry.file.size - entry.presentBytes, changed: false))
+                survey.plan.fetch.append(.init(file: entry.file, missingBytes: entry.file.size - entry.presentBytes,
+                                               changed: entry.outdatedTrackBytes > 0))
             }
             survey.present = Set(ids.keys)
             survey.plan.remove = gone.filter { selection.selects($0) }.sorted()
@@ -221,7 +223,9 @@ public struct Sync: Sendable {
     /// Plans `files` (listed now) against the index and, with `recording`, records them: new and changed files
     /// are added to the index (a changed fingerprint drops cached bytes; the old complete track stays until the
     /// new one is verified).
-    private func plan(_ files: [RemoteFile], recording: Bool, into plan: inout SyncPlan) throws {
+    /// `outdated`: paths whose older version is still in `tracks/` (``Cache/outdatedPaths(remote:)``), counted as
+    /// changed even when an `ls` already recorded the new version.
+    private func plan(_ files: [RemoteFile], recording: Bool, outdated: Set<String>, into plan: inout SyncPlan) throws {
         if files.isEmpty { return }
         let statuses = recording ? try cache.upsert(remote: remote, files: files) : try cache.compare(remote: remote, files: files)
         for (file, status) in zip(files, statuses) where selection.selects(file.path) {
@@ -229,7 +233,7 @@ public struct Sync: Sendable {
             case .same(complete: true, _):
                 plan.upToDate += 1
             case .same(complete: false, let present):
-                plan.fetch.append(.init(file: file, missingBytes: file.size - present, changed: false))
+                plan.fetch.append(.init(file: file, missingBytes: file.size - present, changed: outdated.contains(file.path)))
             case .changed(let wasComplete):
                 plan.fetch.append(.init(file: file, missingBytes: file.size, changed: wasComplete))
             case .new:

@@ -181,3 +181,25 @@ import TestSupport
         #expect(evict.status == 0 && evict.stdout.isEmpty && evict.stderr.isEmpty, "-q: \(evict.stdout) \(evict.stderr)")
     }
 }
+
+/// #20.12: a file changed on the server shows as `outdated` in ls (its old version still plays), and pull
+/// counts it as changed whether or not ls recorded the new version first.
+@Suite struct ChangedFileTests {
+    @Test func changedFileIsOutdatedAndCountedAsChanged() throws {
+        var fixture = try Fixture(seed: 48, files: [("a.mp3", 30_000), ("b.mp3", 30_000)])
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        var random = SeededRandom(seed: 9)
+        try fixture.library.add("a.mp3", random.bytes(31_000))
+        let ls = try fixture.env.run(["ls"])
+        #expect(ls.stdout.split(separator: "\n").contains { $0.hasPrefix("outdated") && $0.hasSuffix("a.mp3") }, "stdout: \(ls.stdout)")
+        for path in ["a.mp3", "b.mp3"] {
+            if path == "b.mp3" { try fixture.library.add("b.mp3", random.bytes(32_000)) }
+            let pull = try fixture.env.run(["pull", "--json"])
+            #expect(pull.status == 0, "stderr: \(pull.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data(pull.stdout.utf8)) as? [String: Any]
+            let remote = try #require((object?["remotes"] as? [[String: Any]])?.first)
+            #expect(remote["changed"] as? Int == 1 && remote["new"] as? Int == 0, "\(path) (after ls: \(path == "a.mp3")): \(remote)")
+        }
+    }
+}
