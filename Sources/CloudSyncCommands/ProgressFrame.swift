@@ -27,9 +27,12 @@ struct ProgressFrame: Equatable {
         let room = max(1, width - 1)
         let remaining = max(0, totalBytes - doneBytes)
         let eta = speed > 0 ? formatDuration(Double(remaining) / speed) : "--:--"
-        let status = "[\(finished)/\(total)] \(ByteSize.format(doneBytes)) / \(ByteSize.format(totalBytes))  "
-            + "\(ByteSize.format(Int64(min(speed, 1e18))))/s  ETA \(eta)"
-        var out = [DisplayWidth.cut(status, to: room)]
+        let counts = "[\(finished)/\(total)] \(ByteSize.format(doneBytes)) / \(ByteSize.format(totalBytes))"
+        let full = counts + "  \(ByteSize.format(Int64(min(speed, 1e18))))/s  ETA \(eta)"
+        // Narrow terminals lose the speed before the ETA.
+        let compact = counts + "  ETA \(eta)"
+        let status = DisplayWidth.of(full) <= room ? full : DisplayWidth.cut(compact, to: room)
+        var out = [status]
         for file in files.prefix(Self.maxFiles) {
             let pct = file.size > 0 ? Int(Double(min(file.done, file.size)) * 100 / Double(file.size)) : 100
             let lead = "  \(String(pct).leftPad(3))%  "
