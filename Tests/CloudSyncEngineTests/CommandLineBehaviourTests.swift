@@ -203,3 +203,24 @@ import TestSupport
         }
     }
 }
+
+/// #20.9: `cache verify` finds a truncated track by its size and reports a touched one by its mtime.
+@Suite struct VerifyCommandTests {
+    @Test func verifyFindsATruncatedTrackAndReportsMtimeDrift() throws {
+        let fixture = try Fixture(seed: 49, files: [("a.mp3", 30_000), ("b.mp3", 30_000), ("c.mp3", 30_000)])
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        #expect(truncate(fixture.env.tracks.appendingPathComponent("a.mp3").path, 10_000) == 0)
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000)],
+                                              ofItemAtPath: fixture.env.tracks.appendingPathComponent("b.mp3").path)
+        let r = try fixture.env.run(["cache", "verify", "--json"])
+        #expect(r.status == 1, "stderr: \(r.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "stdout: \(r.stdout)")
+        #expect(object["wrong_size"] as? [String] == ["lib:a.mp3"], "\(object)")
+        #expect(object["mtime_drift"] as? [String] == ["lib:b.mp3"], "\(object)")
+        #expect(object["checked"] as? Int == 3)
+        #expect(try fixture.env.index()["a.mp3"]?["state"] as? String == "missing")
+        let again = try fixture.env.run(["cache", "verify"])
+        #expect(again.status == 0 && again.stdout.contains("2 checked"), "stdout: \(again.stdout)")
+    }
+}
