@@ -49,7 +49,7 @@ enum CommandTree {
         stopped. One pull per remote runs at a time: a second one exits with code 75 unless --wait is given.
         """,
         options: remoteSelection + [
-            .flag("dry-run", "Show what would be fetched and removed; change nothing."),
+            .flag("dry-run", "Show what would be fetched and removed; change nothing (a cloud that cannot be reached is retried once)."),
             .value("jobs", "N", "Files downloaded at once (default: pull.jobs, 4)."),
             .value("segments", "N", "Concurrent ranged requests per file of pull.segment_threshold (64MiB) or more; 1 = one connection per file (default: pull.segments, 4)."),
             .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),

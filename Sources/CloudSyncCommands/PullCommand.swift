@@ -69,7 +69,9 @@ struct PullCommand {
                 try Task.checkCancellation()
                 var report = SyncReport(remote: remote.name, provider: remote.provider.rawValue)
                 do {
-                    let built = try factory.make(remote, retries: retries)
+                    // A dry run is a look, like ls: a host that cannot be reached at all is retried once, not ten times.
+                    let built = try factory.make(remote, retries: retries,
+                                                 unreachableRetries: options.dryRun ? retries ?? ListCommand.unreachableRetries : nil)
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
                                     transport: transport, pacer: built.pacer, cache: cache, options: options,
                                     logger: context.logger, events: renderer.handle)

@@ -49,6 +49,18 @@ import TestSupport
         #expect(!r.stderr.contains("cloudsync: error: cloudsync:"), "the program's name once: \(r.stderr)")
     }
 
+    /// A dry run, like ls, retries a host that cannot be reached once, then exits 5 (#20.4, #20.8).
+    @Test func dryRunOfAnUnreachableCloudRetriesOnce() throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = try Self.config(in: dir)
+        let r = try CLI.run(["pull", "--dry-run", "--json", "--remote", "home", "--config", file.path], environment: ["XDG_STATE_HOME": dir.path])
+        #expect(r.status == 5, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("retry 1/1") && !r.stderr.contains("retry 2/"), "stderr: \(r.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        #expect(object?["remotes"] != nil, "stdout holds only JSON: \(r.stdout)")
+    }
+
     /// A login whose token endpoint cannot be reached is "remote unavailable", 5.
     @Test func loginToAnUnreachableHostExits5() throws {
         let dir = try CLI.temporaryDirectory()
