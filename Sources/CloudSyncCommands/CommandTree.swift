@@ -113,6 +113,19 @@ enum CommandTree {
         ]
     )
 
+    static let status = CommandSpec(
+        name: "status",
+        abstract: "Is my music ready? Per remote: the last pull, tracks complete / head / missing, bytes; the budget; running pulls and serves.",
+        discussion: """
+        Reads the index and the kernel's lock table only: no network, no lock taken, safe beside a running pull or \
+        serve. A last pull shown as 'killed' started and never ended (kill -9, power loss); the next pull resumes it.
+        """,
+        options: [
+            .value("remote", "NAME", "Only the remote NAME."),
+            .flag("json", "Print JSON on stdout (schema in README, 'cloudsync status --json')."),
+        ]
+    )
+
     static let config = CommandSpec(
         name: "config",
         abstract: "Check, locate or show the configuration.",
@@ -123,6 +136,33 @@ enum CommandTree {
         ]
     )
 
+    static let completion = CommandSpec(
+        name: "completion",
+        abstract: "Print a shell completion script (bash, zsh or fish) generated from this command tree.",
+        discussion: """
+        Completes commands, options, remote names from the config and track paths from the index (offline). \
+        Install: bash: cloudsync completion bash > ~/.local/share/bash-completion/completions/cloudsync; \
+        zsh: cloudsync completion zsh > ~/.zfunc/_cloudsync (a folder of $fpath); \
+        fish: cloudsync completion fish > ~/.config/fish/completions/cloudsync.fish. `make install` installs all \
+        three. The scripts call 'cloudsync completion remotes' and 'cloudsync completion paths [--remote NAME] PREFIX'.
+        """,
+        options: [.value("remote", "NAME", "With paths: only the tracks of remote NAME.")],
+        positionals: [PositionalSpec(name: "SHELL", help: "bash, zsh or fish (or remotes, paths: used by the scripts).", optional: false, repeats: false),
+                      PositionalSpec(name: "PREFIX", help: "With paths: the path typed so far.", optional: true, repeats: false)]
+    )
+
+    static let man = CommandSpec(
+        name: "man",
+        abstract: "Print the cloudsync(1) manual page (roff) generated from this command tree.",
+        discussion: "Read it with: cloudsync man | man -l -   (make install puts it in PREFIX/share/man/man1)."
+    )
+
+    static let help = CommandSpec(
+        name: "help",
+        abstract: "Show help for a command: 'cloudsync help cache evict' equals 'cloudsync cache evict --help'.",
+        positionals: [PositionalSpec(name: "COMMAND", help: "A command (and subcommand).", optional: true, repeats: true)]
+    )
+
     static let root = CommandSpec(
         name: "cloudsync",
         abstract: "Keep your music from cloud storage ready to play offline.",
@@ -130,6 +170,6 @@ enum CommandTree {
         Providers: Dropbox, Google Drive, OneDrive, Yandex.Disk, WebDAV. Tracks land in \
         $XDG_CACHE_HOME/cloudsync/tracks/<remote>/ (cache.dir in the config), where any player can read them.
         """,
-        subcommands: [ls, pull, login, logout, cache, serve, config]
+        subcommands: [status, ls, pull, login, logout, cache, serve, config, completion, man, help]
     )
 }

@@ -33,6 +33,32 @@ public struct Sync: Sendable {
     public func run() async throws -> SyncReport {
         let lock = try cache.pullLock(remote: remote, wait: options.waitForLock)
         defer { lock.release() }
+        if options.dryRun { return try await runLocked() }
+        // The run is recorded for `cloudsync status`; a failure to record never stops a pull.
+        let started = Date()
+        recordRun(PullRun(remote: remote, started: started, outcome: .running))
+        do {
+            let report = try await runLocked()
+            recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: report.exitCode == .ok ? .ok : .partial,
+                              exitCode: report.exitCode.rawValue, fetchedFiles: report.fetchedFiles,
+                              fetchedBytes: report.fetchedBytes, failed: report.failed.count,
+                              message: report.failed.first.map { "\($0.path): \($0.error)" }
+                                  ?? report.unreadableFolders.first.map { "folder '\($0)' could not be read" }))
+            return report
+        } catch {
+            let interrupted = error is CancellationError || Task.isCancelled
+            recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: interrupted ? .interrupted : .failed,
+                              exitCode: interrupted ? 130 : ((error as? any ExitCodeProviding)?.exitCode ?? .partialFailure).rawValue,
+                              message: interrupted ? nil : String(describing: error)))
+            throw error
+        }
+    }
+
+    private func recordRun(_ run: PullRun) {
+        do { try cache.recordPull(run) } catch { logger.debug("could not record the pull for cloudsync status: \(error)") }
+    }
+
+    private func runLocked() async throws -> SyncReport {
         var report = SyncReport(remote: remote, provider: providerName)
         if !options.dryRun { try cache.reconcilePromotions() }
 
