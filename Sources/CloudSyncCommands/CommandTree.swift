@@ -77,7 +77,7 @@ enum CommandTree {
         subcommands: [
             CommandSpec(name: "status", abstract: "Entries, complete and partial counts, bytes, limits and path.",
                         options: [.flag("json", "Print JSON on stdout.")]),
-            CommandSpec(name: "evict", abstract: "Remove least recently used tracks beyond cache.max_size or older than cache.max_age.",
+            CommandSpec(name: "evict", abstract: "Bring the cache down to its plan now: lowest priority first, complete tracks shrink to their heads.",
                         options: [.flag("dry-run", "Show what would be removed; remove nothing.")]),
             CommandSpec(name: "verify", abstract: "Re-hash complete tracks against the provider's hashes; mismatches are removed for refetch.",
                         options: [.flag("json", "Print JSON on stdout.")]),
