@@ -77,7 +77,7 @@ enum CommandTree {
         subcommands: [
             CommandSpec(name: "status", abstract: "Entries, complete and partial counts, bytes, limits and path.",
                         options: [.flag("json", "Print JSON on stdout.")]),
-            CommandSpec(name: "evict", abstract: "Bring the cache down to its plan now: lowest priority first, complete tracks shrink to their heads.",
+            CommandSpec(name: "evict", abstract: "Bring the cache down to its plan now (lowest priority first; tracks keep heads).",
                         options: [.flag("dry-run", "Show what would be removed; remove nothing.")]),
             CommandSpec(name: "verify", abstract: "Re-hash complete tracks against the provider's hashes; mismatches are removed for refetch.",
                         options: [.flag("json", "Print JSON on stdout.")]),
@@ -115,8 +115,10 @@ enum CommandTree {
 
     static let status = CommandSpec(
         name: "status",
-        abstract: "Is my music ready? Per remote: the last pull, tracks complete / head / missing, bytes; the budget; running pulls and serves.",
+        abstract: "Is my music ready? The last pull, track states and bytes per remote; what runs now.",
         discussion: """
+        Per remote: the last pull (when, how it ended, the first failure), tracks complete / head only / partial / \
+        missing and bytes; the cache against its budget; the pulls and serves running now. \
         Reads the index and the kernel's lock table only: no network, no lock taken, safe beside a running pull or \
         serve. A last pull shown as 'killed' started and never ended (kill -9, power loss); the next pull resumes it.
         """,
