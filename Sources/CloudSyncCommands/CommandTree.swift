@@ -51,6 +51,8 @@ enum CommandTree {
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
             .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: pull.head_first, 512KiB)."),
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75."),
+            .value("order", "KEY", "Order of work: name, size, modified or added, optionally ,asc or ,desc (default: the "
+                + "budget's priority; which tracks fit does not change). Defaults: name and size ascending, the others newest first."),
             .flag("json", "Print a JSON summary on stdout."),
         ],
         positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root).", optional: true, repeats: true)]

@@ -311,11 +311,14 @@ public struct Sync: Sendable {
         func wanted(_ cachePlan: CachePlan, _ tracks: [PlanningTrack], _ level: TrackTarget,
                     where keep: (PlanningTrack) -> Bool) -> [RemoteFile] {
             let mine = Dictionary(tracks.filter { $0.remote == remote }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-            return cachePlan.order.compactMap { id in
+            let selected = cachePlan.order.compactMap { id -> (PlanningTrack, RemoteFile)? in
                 guard let track = mine[id], cachePlan.target(id) >= level, keep(track),
                       !finished.contains(track.path), let file = candidates[track.path] else { return nil }
-                return file
+                return (track, file)
             }
+            guard let order = options.order else { return selected.map(\.1) }
+            return order.sorted(selected, path: { $0.1.path }, size: { $0.1.size },
+                                modified: { $0.1.modified.timeIntervalSince1970 }, added: { $0.0.added }).map(\.1)
         }
 
         // Heads: plan, make room, fetch the planned heads that are missing; again while estimates were planned.
