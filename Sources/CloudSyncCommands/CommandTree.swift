@@ -20,13 +20,18 @@ enum CommandTree {
         discussion: """
         Lists live from the provider (and refreshes the index) unless --offline or --m3u is given. When the \
         cloud cannot be reached (no network, DNS failure, connection refused) ls retries once, then prints the \
-        index's state with a warning and exits 0. Columns: state (cached, partial NN%, missing), size, modified, path.
+        index's state with a warning and exits 0. Columns: state (cached, head, partial NN%, missing, outdated), \
+        size, modified, duration, path, and "Artist – Title" when tagged. Tags and durations come from the index \
+        (read from each track's start set), so they need no network.
         """,
         options: remoteSelection + [
             .flag("offline", "List from the local index without contacting the provider."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10; when the host cannot be reached at all: 1, then the index is shown)."),
-            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, local_path)."),
-            .flag("long", "Add hash, MIME type and local path columns."),
+            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, head_bytes, outdated, local_path, duration_s, tags)."),
+            .flag("long", "Add album, hash, MIME type and local path lines."),
+            .value("artist", "TEXT", "Only tracks whose artist or album artist tag contains TEXT (ignoring case)."),
+            .value("album", "TEXT", "Only tracks whose album tag contains TEXT (ignoring case)."),
+            .value("sort", "KEY", "Order: path (default), artist (then album, disc, track), album (then disc, track), added (newest first)."),
             .flag("cached", "Only tracks that are completely cached."),
             .flag("missing", "Only tracks that are not completely cached."),
             .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765), from the index: no network."),
