@@ -38,6 +38,14 @@ struct PullCommand {
                                  hint: "Run 'cloudsync pull --help' for usage.")
             }
         }
+        var order: FetchOrder?
+        if let text = args.value("order") {
+            guard let parsed = FetchOrder(parsing: text) else {
+                throw UsageError(message: "cloudsync: --order expects name, size, modified or added (optionally ,asc or ,desc), got '\(text)'",
+                                 hint: "Run 'cloudsync pull --help' for usage.")
+            }
+            order = parsed
+        }
         if args.has("refetch") && args.positionals.isEmpty {
             throw UsageError(message: "cloudsync: --refetch needs the PATHs to download again (it never drops the whole library)",
                              hint: "For example: cloudsync pull --refetch 'Album/01 Track.flac'")
@@ -47,7 +55,8 @@ struct PullCommand {
         var options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
                                   segmentThreshold: settings.segmentThreshold, headBytes: headBytes,
                                   headSeconds: settings.headSeconds, budget: budget,
-                                  paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"))
+                                  paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"),
+                                  order: order)
         options.refetch = args.has("refetch")
 
         var transportOptions = CurlTransportOptions()
@@ -62,6 +71,11 @@ struct PullCommand {
         let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun, json: context.json,
                                     progress: progress)
         let started = Date()
+        // The handler goes in before the work starts: a signal while it waits for the lock must never meet the
+        // default disposition, nor the moment the handler is being installed.
+        let target = CancellationTarget()
+        let interrupt = InterruptHandler { target.cancel() }
+        defer { interrupt.stop() }
         let work = Task { () async throws -> ([SyncReport], ExitCode) in
             var reports: [SyncReport] = []
             var worst: ExitCode = .ok
@@ -91,8 +105,7 @@ struct PullCommand {
             renderer.finish()
             return (reports, worst)
         }
-        let interrupt = InterruptHandler { work.cancel() }
-        defer { interrupt.stop() }
+        target.set(work)
         let reports: [SyncReport]
         let worst: ExitCode
         do {

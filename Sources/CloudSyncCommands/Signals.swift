@@ -47,3 +47,31 @@ final class InterruptHandler: Sendable {
         for sig in Self.signals { signal(sig, SIG_DFL) }
     }
 }
+
+/// The task a signal cancels, installed after the handler: a signal that comes first (the handler must be in
+/// place before the work can print anything a person or a script reacts to) cancels the task once it is set.
+final class CancellationTarget: Sendable {
+    private struct State {
+        var cancel: (@Sendable () -> Void)?
+        var requested = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Cancels the target now, or as soon as it is set.
+    func cancel() {
+        let action: (@Sendable () -> Void)? = state.withLock {
+            $0.requested = true
+            return $0.cancel
+        }
+        action?()
+    }
+
+    func set<Success, Failure>(_ task: Task<Success, Failure>) {
+        let cancelNow: Bool = state.withLock {
+            $0.cancel = { task.cancel() }
+            return $0.requested
+        }
+        if cancelNow { task.cancel() }
+    }
+}

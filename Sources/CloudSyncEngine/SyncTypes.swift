@@ -24,13 +24,15 @@ public struct SyncOptions: Sendable {
     public var dryRun: Bool
     /// Wait for another run's pull lock instead of failing with `.locked`.
     public var waitForLock: Bool
+    /// The order of work (`pull --order`); nil = the planner's priority.
+    public var order: FetchOrder?
     /// Drop the cached bytes of the files `paths` selects before planning, so they are downloaded again
     /// (`pull --refetch PATH…`; ignored in a dry run, which changes nothing).
     public var refetch = false
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
                 headBytes: Int64 = 512 << 10, headSeconds: Double = 10, budget: BudgetSettings? = nil,
-                paths: [String] = [], dryRun: Bool = false, waitForLock: Bool = false) {
+                paths: [String] = [], dryRun: Bool = false, waitForLock: Bool = false, order: FetchOrder? = nil) {
         self.jobs = max(1, jobs)
         self.chunkSize = max(64 << 10, chunkSize)
         self.segments = max(1, segments)
@@ -41,6 +43,7 @@ public struct SyncOptions: Sendable {
         self.paths = paths
         self.dryRun = dryRun
         self.waitForLock = waitForLock
+        self.order = order
     }
 
     /// Estimated start-set bytes of a track not analysed yet (for ``BudgetSettings/estimate``).

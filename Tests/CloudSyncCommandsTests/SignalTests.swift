@@ -31,7 +31,7 @@ import TestSupport
         kill(pull.process.processIdentifier, signal)
         let deadline = Date().addingTimeInterval(60)
         while pull.process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(!pull.process.isRunning, "pull --wait ignored signal \(signal)")
+        try #require(!pull.process.isRunning, "pull --wait ignored signal \(signal)")
         #expect(pull.process.terminationReason == .exit)
         #expect(pull.process.terminationStatus == expected)
     }
