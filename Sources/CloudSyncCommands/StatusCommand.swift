@@ -61,7 +61,7 @@ struct StatusCommand {
             if let c = row.counts {
                 tracks += c.tracks
                 instant += c.complete + c.headOnly
-                out += "  tracks      \(plural(c.tracks, "track")): \(c.complete) complete, \(c.headOnly) head only, "
+                out += "  tracks      \(counted(c.tracks, "track")): \(c.complete) complete, \(c.headOnly) head only, "
                     + "\(c.partial) partial, \(c.missing) missing\n"
                 out += "  bytes       \(ByteSize.format(c.bytesPresent)) cached of \(ByteSize.format(c.libraryBytes))\n"
             } else {
@@ -72,7 +72,7 @@ struct StatusCommand {
                 if let ended = run.ended { line += ", \(Self.duration(ended.timeIntervalSince(run.started)))" }
                 line += ": \(row.outcome ?? "")"
                 if run.outcome != .running {
-                    line += ", fetched \(plural(run.fetchedFiles, "track")) (\(ByteSize.format(run.fetchedBytes)))"
+                    line += ", fetched \(counted(run.fetchedFiles, "track")) (\(ByteSize.format(run.fetchedBytes)))"
                     if run.failed > 0 { line += ", \(run.failed) failed" }
                 }
                 out += line + "\n"
@@ -85,7 +85,7 @@ struct StatusCommand {
         out += "\n"
         for serve in serves { out += "serve         \(serve.detail.isEmpty ? "running" : serve.detail) (pid \(serve.pid))\n" }
         if serves.isEmpty { out += "serve         not running\n" }
-        out += "ready         \(instant) of \(plural(tracks, "track")) start at once offline"
+        out += "ready         \(instant) of \(counted(tracks, "track")) start at once offline"
             + (tracks > instant ? "; \(tracks - instant) \(tracks - instant == 1 ? "needs" : "need") the network" : "") + "\n"
         return out
     }
@@ -128,7 +128,6 @@ struct StatusCommand {
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
-    private func plural(_ n: Int, _ word: String) -> String { "\(n) \(word)\(n == 1 ? "" : "s")" }
 
     /// Local time with its zone, e.g. `2026-12-02 05:10:03 +0100`.
     static func localTime(_ date: Date) -> String {
