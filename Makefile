@@ -1,6 +1,8 @@
 # cloudsync — the two commands of README: `make demo` and `make test`.
 SWIFT ?= swift
-.PHONY: demo test build release deps bench clean
+PREFIX ?= $(HOME)/.local
+BINDIR ?= $(PREFIX)/bin
+.PHONY: demo test build release deps bench clean install
 
 deps:
 	@scripts/install-deps.sh
@@ -10,6 +12,10 @@ build: deps
 
 release: deps
 	$(SWIFT) build -c release
+
+## Builds in release mode and installs the binary as $(DESTDIR)$(BINDIR)/cloudsync (PREFIX defaults to ~/.local).
+install: release
+	install -D -m 0755 .build/release/cloudsync $(DESTDIR)$(BINDIR)/cloudsync
 
 ## Installs what is missing, builds in release mode, serves a generated library over WebDAV and pulls it.
 demo: release
