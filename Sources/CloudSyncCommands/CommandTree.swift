@@ -31,7 +31,7 @@ enum CommandTree {
             .flag("missing", "Only tracks that are not completely cached."),
             .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765), from the index: no network."),
             .value("port", "N", "With --m3u: the port of `cloudsync serve` (default 8765)."),
-        ],
+        ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root).", optional: true, repeats: false)]
     )
 
@@ -52,7 +52,7 @@ enum CommandTree {
             .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: pull.head_first, 512KiB)."),
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75."),
             .flag("json", "Print a JSON summary on stdout."),
-        ],
+        ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root).", optional: true, repeats: true)]
     )
 
@@ -82,7 +82,8 @@ enum CommandTree {
             CommandSpec(name: "verify", abstract: "Re-hash complete tracks against the provider's hashes; mismatches are removed for refetch.",
                         options: [.flag("json", "Print JSON on stdout.")]),
             CommandSpec(name: "pin", abstract: "Never evict these tracks.",
-                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],
+                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")]
+                            + FilterOptions.specs,
                         positionals: [PositionalSpec(name: "PATH", help: "Track or folder paths relative to the remote's root.", optional: false, repeats: true)]),
             CommandSpec(name: "unpin", abstract: "Allow these tracks to be evicted again.",
                         options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],

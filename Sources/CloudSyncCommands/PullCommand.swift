@@ -38,6 +38,7 @@ struct PullCommand {
                                  hint: "Run 'cloudsync pull --help' for usage.")
             }
         }
+        let commandLineFilter = try FilterOptions.filter(args)
         let cache = try setup.openCache(config)
         let budget = setup.budget(config, cache: cache, headBytes: headBytes).settings
         let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
@@ -60,8 +61,10 @@ struct PullCommand {
                 var report = SyncReport(remote: remote.name, provider: remote.provider.rawValue)
                 do {
                     let built = try factory.make(remote, retries: retries)
+                    var remoteOptions = options
+                    remoteOptions.filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                                    transport: transport, pacer: built.pacer, cache: cache, options: options,
+                                    transport: transport, pacer: built.pacer, cache: cache, options: remoteOptions,
                                     logger: context.logger, events: renderer.handle)
                     report = try await sync.run()
                     worst = max(worst, report.exitCode)

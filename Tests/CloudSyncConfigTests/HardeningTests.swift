@@ -156,3 +156,61 @@ extension Configuration {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }
+
+/// #25: a remote's filter keys compile into its `PathFilter`; mistakes are errors at their position.
+@Suite("Configuration: remote filters")
+struct RemoteFilterTests {
+    @Test("include, exclude, filter_from, sizes and ages make the remote's filter")
+    func filterKeys() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cs-filter-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try "# rules\n- *.m4b\n".write(to: dir.appendingPathComponent("rules.txt"), atomically: true, encoding: .utf8)
+        let text = """
+            [remote.r]
+            provider = "webdav"
+            url = "https://dav.local/"
+            include = "Album/**"
+            exclude = ["*.wav"]
+            filter_from = "rules.txt"
+            min_size = "1KiB"
+            max_age = "30d"
+            ignore_case = true
+            """
+        let config = try Configuration.parse(text: text, file: dir.appendingPathComponent("c.toml").path, environment: [:])
+        let remote = try #require(config.remotes.first)
+        #expect(remote.filterKeys.filterFrom?.path == dir.appendingPathComponent("rules.txt").path)
+        let now = Date()
+        #expect(remote.filter.includes("album/a.FLAC", size: 2048, modified: now, now: now))
+        #expect(!remote.filter.includes("Other/a.flac", size: 2048, modified: now, now: now))
+        #expect(!remote.filter.includes("Other/a.m4b", size: 2048, modified: now, now: now))
+        #expect(!remote.filter.includes("Other/a.WAV", size: 2048, modified: now, now: now))
+        #expect(!remote.filter.includes("Album/a.flac", size: 10, modified: now, now: now))
+        #expect(!remote.filter.includes("Album/a.flac", size: 2048, modified: now.addingTimeInterval(-31 * 86400), now: now))
+        let shown = config.renderMasked()
+        #expect(shown.contains("include = [\"Album/**\"]") && shown.contains("max_age = \"30d\"") && shown.contains("ignore_case = true"))
+        let again = try Configuration.parse(text: shown, file: dir.appendingPathComponent("again.toml").path, environment: [:])
+        #expect(again.remotes.first?.filter == remote.filter)
+    }
+
+    static let filterMistakes: [(String, String)] = [
+        ("include = [1]", "c.toml:4:12: include must be an array of globs"),
+        ("exclude = [\"a\", \"[x\"]", "c.toml:4:17: "),
+        ("exclude = \"{{re}}\"", "c.toml:4:11: regular expressions"),
+        ("filter_from = \"missing.txt\"", "c.toml:4:15: filter_from: cannot read"),
+        ("min_size = \"huge\"", "c.toml:4:12: min_size must be a size"),
+        ("min_age = \"9999999d\"", "c.toml:4:11: min_age must be at most 100 years"),
+        ("ignore_case = \"yes\"", "c.toml:4:15: ignore_case must be a boolean"),
+    ]
+
+    @Test("filter mistakes are errors at their position", arguments: filterMistakes)
+    func mistakes(line: String, expected: String) {
+        let text = "[remote.r]\nprovider = \"webdav\"\nurl = \"https://dav.local/\"\n\(line)\n"
+        do {
+            _ = try Configuration.parse(text: text, file: "c.toml", environment: [:])
+            Issue.record("\(line) was accepted")
+        } catch {
+            #expect(error.description.hasPrefix(expected), "\(error)")
+        }
+    }
+}
