@@ -64,7 +64,8 @@ let package = Package(
         .executableTarget(name: "transport-bench", dependencies: ["CloudSyncHTTP"], path: "bench/transport-bench"),
 
         /// Shared test support: fake servers, temporary directories, process helpers.
-        .target(name: "TestSupport", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Tests/TestSupport",
+                exclude: ["make-audio-fixtures.sh"]),
         .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "TestSupport"],
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),

@@ -3,7 +3,8 @@
 # As root it runs apt-get; otherwise it prints the one command to run.
 set -euo pipefail
 packages=(libcurl4-openssl-dev libsqlite3-dev libssl-dev libxml2-dev pkg-config python3
-          rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg mpd mpc)
+          rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg mpd mpc
+          groff-base zsh fish)
 [ "${1:-}" = "--bench" ] && packages+=(hyperfine)
 missing=()
 for p in "${packages[@]}"; do

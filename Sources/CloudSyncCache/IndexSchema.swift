@@ -49,6 +49,20 @@ enum IndexSchema {
         ALTER TABLE files ADD COLUMN validator TEXT;
         UPDATE files SET added = last_access;
         """,
+        // 3: the last pull of each remote, for `cloudsync status`.
+        """
+        CREATE TABLE pull_runs(
+            remote TEXT PRIMARY KEY,
+            started REAL NOT NULL,
+            ended REAL,
+            outcome TEXT NOT NULL,
+            exit_code INTEGER NOT NULL DEFAULT 0,
+            fetched_files INTEGER NOT NULL DEFAULT 0,
+            fetched_bytes INTEGER NOT NULL DEFAULT 0,
+            failed INTEGER NOT NULL DEFAULT 0,
+            message TEXT
+        );
+        """,
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {

@@ -20,13 +20,18 @@ enum CommandTree {
         discussion: """
         Lists live from the provider (and refreshes the index) unless --offline or --m3u is given. When the \
         cloud cannot be reached (no network, DNS failure, connection refused) ls retries once, then prints the \
-        index's state with a warning and exits 0. Columns: state (cached, partial NN%, missing), size, modified, path.
+        index's state with a warning and exits 0. Columns: state (cached, head, partial NN%, missing, outdated), \
+        size, modified, duration, path, and "Artist – Title" when tagged. Tags and durations come from the index \
+        (read from each track's start set), so they need no network.
         """,
         options: remoteSelection + [
             .flag("offline", "List from the local index without contacting the provider."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10; when the host cannot be reached at all: 1, then the index is shown)."),
-            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, local_path)."),
-            .flag("long", "Add hash, MIME type and local path columns."),
+            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, head_bytes, outdated, local_path, duration_s, tags)."),
+            .flag("long", "Add album, hash, MIME type and local path lines."),
+            .value("artist", "TEXT", "Only tracks whose artist or album artist tag contains TEXT (ignoring case)."),
+            .value("album", "TEXT", "Only tracks whose album tag contains TEXT (ignoring case)."),
+            .value("sort", "KEY", "Order: path (default), artist (then album, disc, track), album (then disc, track), added (newest first)."),
             .flag("cached", "Only tracks that are completely cached."),
             .flag("missing", "Only tracks that are not completely cached."),
             .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765), from the index: no network."),
@@ -51,6 +56,8 @@ enum CommandTree {
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
             .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: pull.head_first, 512KiB)."),
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75."),
+            .value("order", "KEY", "Order of work: name, size, modified or added, optionally ,asc or ,desc (default: the "
+                + "budget's priority; which tracks fit does not change). Defaults: name and size ascending, the others newest first."),
             .flag("json", "Print a JSON summary on stdout."),
         ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root).", optional: true, repeats: true)]
@@ -77,7 +84,7 @@ enum CommandTree {
         subcommands: [
             CommandSpec(name: "status", abstract: "Entries, complete and partial counts, bytes, limits and path.",
                         options: [.flag("json", "Print JSON on stdout.")]),
-            CommandSpec(name: "evict", abstract: "Remove least recently used tracks beyond cache.max_size or older than cache.max_age.",
+            CommandSpec(name: "evict", abstract: "Bring the cache down to its plan now (lowest priority first; tracks keep heads).",
                         options: [.flag("dry-run", "Show what would be removed; remove nothing.")]),
             CommandSpec(name: "verify", abstract: "Re-hash complete tracks against the provider's hashes; mismatches are removed for refetch.",
                         options: [.flag("json", "Print JSON on stdout.")]),
@@ -114,6 +121,21 @@ enum CommandTree {
         ]
     )
 
+    static let status = CommandSpec(
+        name: "status",
+        abstract: "Is my music ready? The last pull, track states and bytes per remote; what runs now.",
+        discussion: """
+        Per remote: the last pull (when, how it ended, the first failure), tracks complete / head only / partial / \
+        missing and bytes; the cache against its budget; the pulls and serves running now. \
+        Reads the index and the kernel's lock table only: no network, no lock taken, safe beside a running pull or \
+        serve. A last pull shown as 'killed' started and never ended (kill -9, power loss); the next pull resumes it.
+        """,
+        options: [
+            .value("remote", "NAME", "Only the remote NAME."),
+            .flag("json", "Print JSON on stdout (schema in README, 'cloudsync status --json')."),
+        ]
+    )
+
     static let config = CommandSpec(
         name: "config",
         abstract: "Check, locate or show the configuration.",
@@ -124,6 +146,33 @@ enum CommandTree {
         ]
     )
 
+    static let completion = CommandSpec(
+        name: "completion",
+        abstract: "Print a shell completion script (bash, zsh or fish) generated from this command tree.",
+        discussion: """
+        Completes commands, options, remote names from the config and track paths from the index (offline). \
+        Install: bash: cloudsync completion bash > ~/.local/share/bash-completion/completions/cloudsync; \
+        zsh: cloudsync completion zsh > ~/.zfunc/_cloudsync (a folder of $fpath); \
+        fish: cloudsync completion fish > ~/.config/fish/completions/cloudsync.fish. `make install` installs all \
+        three. The scripts call 'cloudsync completion remotes' and 'cloudsync completion paths [--remote NAME] PREFIX'.
+        """,
+        options: [.value("remote", "NAME", "With paths: only the tracks of remote NAME.")],
+        positionals: [PositionalSpec(name: "SHELL", help: "bash, zsh or fish (or remotes, paths: used by the scripts).", optional: false, repeats: false),
+                      PositionalSpec(name: "PREFIX", help: "With paths: the path typed so far.", optional: true, repeats: false)]
+    )
+
+    static let man = CommandSpec(
+        name: "man",
+        abstract: "Print the cloudsync(1) manual page (roff) generated from this command tree.",
+        discussion: "Read it with: cloudsync man | man -l -   (make install puts it in PREFIX/share/man/man1)."
+    )
+
+    static let help = CommandSpec(
+        name: "help",
+        abstract: "Show help for a command: 'cloudsync help cache evict' equals 'cloudsync cache evict --help'.",
+        positionals: [PositionalSpec(name: "COMMAND", help: "A command (and subcommand).", optional: true, repeats: true)]
+    )
+
     static let root = CommandSpec(
         name: "cloudsync",
         abstract: "Keep your music from cloud storage ready to play offline.",
@@ -131,6 +180,6 @@ enum CommandTree {
         Providers: Dropbox, Google Drive, OneDrive, Yandex.Disk, WebDAV. Tracks land in \
         $XDG_CACHE_HOME/cloudsync/tracks/<remote>/ (cache.dir in the config), where any player can read them.
         """,
-        subcommands: [ls, pull, login, logout, cache, serve, config]
+        subcommands: [status, ls, pull, login, logout, cache, serve, config, completion, man, help]
     )
 }

@@ -10,6 +10,12 @@ enum Commands {
     static func run(_ context: CommandContext) async throws -> ExitCode {
         let path = context.arguments.commandPath
         switch path.first {
+        case "completion": return try CompletionCommand(context: context).run()
+        case "man":
+            context.console.out(ManPage(root: CommandTree.root, globals: CommandTree.globals, version: CommandTree.version).render())
+            return .ok
+        case "help": return try help(context)
+        case "status": return try StatusCommand(context: context).run()
         case "ls": return try await ListCommand(context: context).run()
         case "pull": return try await PullCommand(context: context).run()
         case "cache": return try CacheCommand(context: context).run(path.dropFirst().first ?? "")
@@ -20,6 +26,26 @@ enum Commands {
         default:
             throw UsageError(message: "cloudsync: unknown command", hint: "Run 'cloudsync --help' for usage.")
         }
+    }
+}
+
+extension Commands {
+    /// `cloudsync help [COMMAND…]`: the same text as `cloudsync COMMAND… --help`.
+    static func help(_ context: CommandContext) throws -> ExitCode {
+        var spec = CommandTree.root
+        var path: [String] = []
+        for name in context.arguments.positionals {
+            guard let sub = spec.subcommands.first(where: { $0.name == name }) else {
+                let names = spec.subcommands.map(\.name)
+                let near = nearest(name, in: names).map { " Did you mean '\($0)'?" } ?? ""
+                throw UsageError(message: "cloudsync: no command '\((path + [name]).joined(separator: " "))'.\(near)",
+                                 hint: "Commands: \(names.joined(separator: ", ")).")
+            }
+            spec = sub
+            path.append(name)
+        }
+        context.console.out(HelpRenderer(programName: "cloudsync", globals: CommandTree.globals).render(spec, path: path))
+        return .ok
     }
 }
 

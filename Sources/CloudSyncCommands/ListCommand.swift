@@ -63,7 +63,7 @@ struct ListCommand {
                 && (!args.has("cached") || row.state == .complete)
                 && (!args.has("missing") || row.state != .complete)
         }
-        rows.sort { ($0.remote, $0.path) < ($1.remote, $1.path) }
+        rows = try TrackColumns(args).apply(rows)
         if args.has("m3u") {
             let port = try args.integer("port", in: 1 ... 65535) ?? ServerOptions.defaultPort
             context.console.out(Playlist.m3u(rows, baseURL: "http://127.0.0.1:\(port)"))
@@ -98,8 +98,12 @@ enum ListingOutput {
         var out = ""
         for row in rows {
             let path = multipleRemotes ? "\(row.remote)/\(row.path)" : row.path
-            var line = "\(stateText(row).rightPad(12)) \(ByteSize.format(row.file.size).leftPad(9))  \(dates.string(from: row.file.modified))  \(path)"
+            let label = TrackLabel(row)
+            let tagged = TrackColumns.tableColumns(label)
+            var line = "\(stateText(row).rightPad(12)) \(ByteSize.format(row.file.size).leftPad(9))  \(dates.string(from: row.file.modified))  \(tagged.duration.leftPad(7))  \(path)"
+            if let text = tagged.line { line += "  \(text)" }
             if long {
+                line += "\n    album: \(label.album ?? "-")"
                 let hash = row.file.preferredHash.map { "\($0.kind.rawValue):\($0.value)" } ?? "-"
                 line += "\n    hash: \(hash)  mime: \(row.file.mimeType ?? "-")"
                 line += "\n    local: \(row.state == .complete ? row.localURL.path : "-")"
@@ -125,14 +129,15 @@ enum ListingOutput {
             let hashes = row.file.hashes.sorted { $0.kind.rawValue < $1.kind.rawValue }
                 .map { "\(jsonString($0.kind.rawValue)):\(jsonString($0.value))" }.joined(separator: ",")
             let state = row.stateName
-            out += "{\"cached_bytes\":\(row.presentBytes),\"hashes\":{\(hashes)}"
+            let label = TrackLabel(row)
+            out += "{\"cached_bytes\":\(row.presentBytes),\(TrackColumns.jsonDuration(label)),\"hashes\":{\(hashes)}"
             out += ",\"head_bytes\":\(row.startSet.map { String($0.byteCount) } ?? "null")"
             out += ",\"local_path\":\(row.state == .complete ? jsonString(row.localURL.path) : "null")"
             out += ",\"mime\":\(row.file.mimeType.map(jsonString) ?? "null")"
             out += ",\"modified\":\(jsonString(iso.string(from: row.file.modified)))"
             out += ",\"outdated\":\(row.state != .complete && row.outdatedTrackBytes > 0)"
             out += ",\"path\":\(jsonString(row.path)),\"remote\":\(jsonString(row.remote))"
-            out += ",\"size\":\(row.file.size),\"state\":\(jsonString(state))}"
+            out += ",\"size\":\(row.file.size),\"state\":\(jsonString(state)),\(TrackColumns.jsonTags(label))}"
         }
         return out + "]\n"
     }

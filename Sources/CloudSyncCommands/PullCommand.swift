@@ -38,13 +38,22 @@ struct PullCommand {
                                  hint: "Run 'cloudsync pull --help' for usage.")
             }
         }
+        var order: FetchOrder?
+        if let text = args.value("order") {
+            guard let parsed = FetchOrder(parsing: text) else {
+                throw UsageError(message: "cloudsync: --order expects name, size, modified or added (optionally ,asc or ,desc), got '\(text)'",
+                                 hint: "Run 'cloudsync pull --help' for usage.")
+            }
+            order = parsed
+        }
         let commandLineFilter = try FilterOptions.filter(args)
         let cache = try setup.openCache(config)
         let budget = setup.budget(config, cache: cache, headBytes: headBytes).settings
         let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
                                   segmentThreshold: settings.segmentThreshold, headBytes: headBytes,
                                   headSeconds: settings.headSeconds, budget: budget,
-                                  paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"))
+                                  paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"),
+                                  order: order)
 
         var transportOptions = CurlTransportOptions()
         transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }

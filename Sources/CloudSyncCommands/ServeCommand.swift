@@ -49,6 +49,9 @@ struct ServeCommand {
         let bound = try server.start()
         let shown = options.urlHost
         context.console.out("listening on http://\(shown):\(bound)/\n")
+        // `cloudsync status` shows the serves of this cache (locks/serve-<pid>.lock, gone with the process).
+        let announcement = cache.announceServe(url: "http://\(shown):\(bound)/")
+        defer { announcement?.withdraw() }
         context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n")
 
         let (signals, continuation) = AsyncStream<Void>.makeStream()

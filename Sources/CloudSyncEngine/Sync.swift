@@ -33,6 +33,32 @@ public struct Sync: Sendable {
     public func run() async throws -> SyncReport {
         let lock = try cache.pullLock(remote: remote, wait: options.waitForLock)
         defer { lock.release() }
+        if options.dryRun { return try await runLocked() }
+        // The run is recorded for `cloudsync status`; a failure to record never stops a pull.
+        let started = Date()
+        recordRun(PullRun(remote: remote, started: started, outcome: .running))
+        do {
+            let report = try await runLocked()
+            recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: report.exitCode == .ok ? .ok : .partial,
+                              exitCode: report.exitCode.rawValue, fetchedFiles: report.fetchedFiles,
+                              fetchedBytes: report.fetchedBytes, failed: report.failed.count,
+                              message: report.failed.first.map { "\($0.path): \($0.error)" }
+                                  ?? report.unreadableFolders.first.map { "folder '\($0)' could not be read" }))
+            return report
+        } catch {
+            let interrupted = error is CancellationError || Task.isCancelled
+            recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: interrupted ? .interrupted : .failed,
+                              exitCode: interrupted ? 130 : ((error as? any ExitCodeProviding)?.exitCode ?? .partialFailure).rawValue,
+                              message: interrupted ? nil : String(describing: error)))
+            throw error
+        }
+    }
+
+    private func recordRun(_ run: PullRun) {
+        do { try cache.recordPull(run) } catch { logger.debug("could not record the pull for cloudsync status: \(error)") }
+    }
+
+    private func runLocked() async throws -> SyncReport {
         var report = SyncReport(remote: remote, provider: providerName)
         if !options.dryRun { try cache.reconcilePromotions() }
 
@@ -305,11 +331,14 @@ public struct Sync: Sendable {
         func wanted(_ cachePlan: CachePlan, _ tracks: [PlanningTrack], _ level: TrackTarget,
                     where keep: (PlanningTrack) -> Bool) -> [RemoteFile] {
             let mine = Dictionary(tracks.filter { $0.remote == remote }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-            return cachePlan.order.compactMap { id in
+            let selected = cachePlan.order.compactMap { id -> (PlanningTrack, RemoteFile)? in
                 guard let track = mine[id], cachePlan.target(id) >= level, keep(track),
                       !finished.contains(track.path), let file = candidates[track.path] else { return nil }
-                return file
+                return (track, file)
             }
+            guard let order = options.order else { return selected.map(\.1) }
+            return order.sorted(selected, path: { $0.1.path }, size: { $0.1.size },
+                                modified: { $0.1.modified.timeIntervalSince1970 }, added: { $0.0.added }).map(\.1)
         }
 
         // Heads: plan, make room, fetch the planned heads that are missing; again while estimates were planned.

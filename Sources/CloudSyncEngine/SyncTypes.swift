@@ -27,10 +27,13 @@ public struct SyncOptions: Sendable {
     public var dryRun: Bool
     /// Wait for another run's pull lock instead of failing with `.locked`.
     public var waitForLock: Bool
+    /// The order of work (`pull --order`); nil = the planner's priority.
+    public var order: FetchOrder?
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
                 headBytes: Int64 = 512 << 10, headSeconds: Double = 10, budget: BudgetSettings? = nil,
-                paths: [String] = [], filters: [PathFilter] = [], dryRun: Bool = false, waitForLock: Bool = false) {
+                paths: [String] = [], filters: [PathFilter] = [], dryRun: Bool = false, waitForLock: Bool = false,
+                order: FetchOrder? = nil) {
         self.jobs = max(1, jobs)
         self.chunkSize = max(64 << 10, chunkSize)
         self.segments = max(1, segments)
@@ -42,6 +45,7 @@ public struct SyncOptions: Sendable {
         self.filters = filters.filter { !$0.isEmpty }
         self.dryRun = dryRun
         self.waitForLock = waitForLock
+        self.order = order
     }
 
     /// Estimated start-set bytes of a track not analysed yet (for ``BudgetSettings/estimate``).

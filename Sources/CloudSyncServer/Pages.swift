@@ -1,29 +1,27 @@
 import CloudSyncCache
 import CloudSyncCore
+import CloudSyncEngine
 import Foundation
 
 /// Extended M3U playlists of indexed tracks. Pure; shared by `GET /playlist.m3u` and `cloudsync ls --m3u`.
 public enum Playlist {
-    /// `#EXTM3U`, then for each entry `#EXTINF:-1,<title>` and its URL under `baseURL` (e.g.
-    /// `http://127.0.0.1:8765`). The title is the file name without extension, control characters replaced by
-    /// spaces. With `token`, each URL carries `?token=` so players can use it as is.
+    /// `#EXTM3U`, then for each entry `#EXTINF:<whole seconds>,<Artist> - <Title>` (``TrackLabel``: the tags of
+    /// its start set; -1 and the file name without extension when the index knows none; control characters
+    /// replaced by spaces) and its URL under `baseURL` (e.g. `http://127.0.0.1:8765`). With `token`, each URL
+    /// carries `?token=` so players can use it as is.
     public static func m3u(_ entries: [CacheEntryInfo], baseURL: String, token: String? = nil) -> String {
         var out = "#EXTM3U\n"
         let suffix = token.map { "?token=" + TrackPaths.encode($0, keepingSlash: false) } ?? ""
         for entry in entries {
-            out += "#EXTINF:-1,\(title(of: entry.path))\n"
+            let label = TrackLabel(entry)
+            out += "#EXTINF:\(label.playlistSeconds),\(label.playlistLine)\n"
             out += baseURL + TrackPaths.urlPath(remote: entry.remote, path: entry.path) + suffix + "\n"
         }
         return out
     }
 
     /// The display title of a remote path: its last component without the extension.
-    public static func title(of path: String) -> String {
-        let leaf = path.split(separator: "/").last.map(String.init) ?? path
-        let ext = (leaf as NSString).pathExtension
-        let base = ext.isEmpty || ext.count == leaf.count - 1 ? leaf : String(leaf.dropLast(ext.count + 1))
-        return String(String.UnicodeScalarView(base.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
-    }
+    public static func title(of path: String) -> String { TrackLabel.printable(TrackLabel.fileTitle(of: path)) }
 }
 
 /// The plain HTML index: remotes and tracks with their cache state. No scripts; every name escaped.
@@ -43,10 +41,13 @@ enum IndexPage {
             let cached = rows.filter { $0.state == .complete }.count
             out += "<h2>\(Markup.escape(remote))</h2>\n<p>\(rows.count) tracks, \(cached) cached"
             if let why = unavailable[remote] { out += "; missing bytes cannot be fetched: \(Markup.escape(why))" }
-            out += "</p>\n<table>\n<tr><th>state</th><th>size</th><th>track</th></tr>\n"
+            out += "</p>\n<table>\n<tr><th>state</th><th>size</th><th>time</th><th>track</th><th>album</th><th>file</th></tr>\n"
             for row in rows {
                 let href = TrackPaths.urlPath(remote: row.remote, path: row.path) + suffix
                 out += "<tr><td>\(Markup.escape(state(row)))</td><td>\(Markup.escape(ByteSize.format(row.file.size)))</td>"
+                let label = TrackLabel(row)
+                out += "<td>\(Markup.escape(label.durationText))</td><td>\(Markup.escape(label.line))</td>"
+                out += "<td>\(Markup.escape(label.album ?? ""))</td>"
                 out += "<td><a href=\"\(Markup.escape(href))\">\(Markup.escape(row.path))</a></td></tr>\n"
             }
             out += "</table>\n"

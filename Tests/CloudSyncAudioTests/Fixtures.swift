@@ -1,10 +1,9 @@
-// Real audio files made by ffmpeg once per test process (40 s of a tone over pink noise, so codecs spend real
-// bitrates), each tagged with non-ASCII values, plus a few derived by rearranging a real file's bytes. The facts a
-// test checks against come from ffprobe on the complete file or from the test's own reading, never from the code
-// under test.
+// Real audio files made by ffmpeg once per test process (TestSupport's AudioFixtures: 40 s of a tone over pink
+// noise, so codecs spend real bitrates), each tagged with non-ASCII values, plus a few derived by rearranging a real
+// file's bytes. The facts a test checks against come from ffprobe on the complete file or from the test's own
+// reading, never from the code under test.
 @testable import CloudSyncAudio
 import Foundation
-import Synchronization
 import Testing
 import TestSupport
 
@@ -21,10 +20,10 @@ struct FixtureSpec: Sendable, CustomTestStringConvertible {
 }
 
 enum Tagged {
-    static let title = "Café — Пётр 東京 🎵"
-    static let artist = "Mötley Crüe & Björk"
-    static let albumArtist = "Various Ärtists"
-    static let album = "Ünïcode Album ½"
+    static let title = AudioFixtureTags.title
+    static let artist = AudioFixtureTags.artist
+    static let albumArtist = AudioFixtureTags.albumArtist
+    static let album = AudioFixtureTags.album
 
     /// Every field: what ID3v2, APEv2, Vorbis comments, MP4 ilst carry.
     static let all = TrackInfo(title: title, artist: artist, albumArtist: albumArtist, album: album, trackNumber: 9,
@@ -34,13 +33,6 @@ enum Tagged {
                                 date: "2019", genre: "Jazz")
     /// What ID3v1.1 carries (30-byte fields: the title is exactly 30 bytes of UTF-8; track without total).
     static let id3v1 = TrackInfo(title: title, artist: artist, album: album, trackNumber: 9, date: "2019", genre: "Jazz")
-
-    /// ffmpeg's `-metadata` arguments for every field.
-    static let arguments: [String] = [
-        "-metadata", "title=\(title)", "-metadata", "artist=\(artist)", "-metadata", "album_artist=\(albumArtist)",
-        "-metadata", "album=\(album)", "-metadata", "track=9/12", "-metadata", "disc=1/2", "-metadata", "date=2019",
-        "-metadata", "genre=Jazz",
-    ]
 }
 
 enum Fixtures {
@@ -179,125 +171,19 @@ final class Library: Sendable {
         self.fixtures = fixtures
     }
 
-    /// Makes every fixture in a directory that is removed when the test process exits.
+    /// The shared fixtures (TestSupport's generator), each read and probed.
     static func make() throws -> Library {
-        guard which("ffmpeg") != nil, which("ffprobe") != nil else {
-            throw TestSupportError("ffmpeg and ffprobe are needed to make the audio fixtures: apt-get install ffmpeg (scripts/install-deps.sh does)")
-        }
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("cloudsync-audio-fixtures-\(getpid())")
-        try? FileManager.default.removeItem(at: dir)
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        atexit {
-            let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("cloudsync-audio-fixtures-\(getpid())")
-            try? FileManager.default.removeItem(at: dir)
-        }
-        let started = Date()
-        func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
-        func ffmpeg(_ arguments: [String]) throws { try Tool.check("ffmpeg", ["-v", "error", "-y", "-nostdin"] + arguments) }
-
-        // 40 s: a 440 Hz tone over two independent pink noises (stereo), so encoders spend realistic bitrates.
-        let graph = "sine=frequency=440:duration=40:sample_rate=44100[a];"
-            + "anoisesrc=duration=40:color=pink:sample_rate=44100:amplitude=0.02:seed=1[b];"
-            + "anoisesrc=duration=40:color=pink:sample_rate=44100:amplitude=0.02:seed=2[c];"
-            + "[b][c]amerge=inputs=2[n];[a]pan=stereo|c0=c0|c1=c0[s];[s][n]amix=inputs=2[out0]"
-        try ffmpeg(["-f", "lavfi", "-i", graph, "-c:a", "pcm_s16le", path("source.wav")])
-        // A cover that does not compress: 1448² random grey pixels as PNG (~2.1 MB).
-        var random = SeededRandom(seed: 0xC0FE)
-        try random.bytes(1448 * 1448).write(to: dir.appendingPathComponent("cover.gray"))
-        try ffmpeg(["-f", "rawvideo", "-pix_fmt", "gray", "-s", "1448x1448", "-i", path("cover.gray"), "-frames:v", "1",
-                    path("cover.png")])
-        let meta = Tagged.arguments
-        let source = ["-i", path("source.wav")]
-        let withCover = source + ["-i", path("cover.png"), "-map", "0:a", "-map", "1:v", "-c:v", "copy",
-                                  "-disposition:v", "attached_pic"]
-        // Encoders at their fastest settings (same formats and bitrates): the machine is shared.
-        let made: [() throws -> Void] = [
-            { try ffmpeg(withCover + ["-c:a", "libmp3lame", "-b:a", "128k", "-compression_level", "9", "-id3v2_version", "3",
-                                      "-write_id3v1", "1"] + meta + [path("mp3-cover.mp3")]) },
-            { try ffmpeg(source + ["-c:a", "libmp3lame", "-q:a", "4", "-compression_level", "9"] + meta + [path("mp3-vbr.mp3")]) },
-            { try ffmpeg(withCover + ["-c:a", "flac", "-compression_level", "0"] + meta + [path("flac-cover.flac")]) },
-            { try ffmpeg(source + ["-c:a", "aac", "-b:a", "128k", "-aac_coder", "fast"] + meta + [path("m4a-end.m4a")]) },
-            { try ffmpeg(source + ["-c:a", "libvorbis", "-q:a", "4"] + meta + [path("vorbis.ogg")]) },
-            { try ffmpeg(source + ["-c:a", "libopus", "-b:a", "96k", "-compression_level", "0"] + meta + [path("opus.opus")]) },
-            {
-                try writePictureMetadata(cover: dir.appendingPathComponent("cover.png"),
-                                         to: dir.appendingPathComponent("picture.txt"))
-                try ffmpeg(source + ["-i", path("picture.txt"), "-map", "0:a", "-map_metadata", "1", "-c:a", "libopus",
-                                     "-b:a", "96k", "-compression_level", "0", path("opus-cover.opus")])
-            },
-            { try ffmpeg(source + ["-c:a", "pcm_s16le"] + meta + [path("wav.wav")]) },
-            { try ffmpeg(source + ["-c:a", "pcm_s16le", "-rf64", "always"] + meta + [path("wav-rf64.wav")]) },
-            { try ffmpeg(source + ["-c:a", "pcm_s16be", "-write_id3v2", "1"] + meta + [path("aiff.aiff")]) },
-        ]
-        let derived: [() throws -> Void] = [
-            // ID3v1 only, and no Xing frame (a stream copy drops it): ffmpeg's ID3v1 writer takes ID3v2 frame names.
-            { try ffmpeg(["-i", path("mp3-cover.mp3"), "-map", "0:a", "-c", "copy", "-map_metadata", "-1", "-id3v2_version",
-                          "0", "-write_id3v1", "1", "-write_xing", "0", "-metadata", "TIT2=\(Tagged.title)",
-                          "-metadata", "TPE1=\(Tagged.artist)", "-metadata", "TALB=\(Tagged.album)", "-metadata", "TRCK=9/12",
-                          "-metadata", "TDRC=2019", "-metadata", "TCON=Jazz", path("mp3-id3v1.mp3")]) },
-            { try ffmpeg(["-i", path("m4a-end.m4a"), "-c", "copy", "-movflags", "+faststart", path("m4a-faststart.m4a")]) },
-            { try ffmpeg(["-i", path("flac-cover.flac"), "-map", "0:a", "-c", "copy", "-f", "ogg", path("ogg-flac.oga")]) },
-            { try ffmpeg(["-i", path("m4a-end.m4a"), "-i", path("cover.png"), "-map", "0:a", "-map", "1:v", "-c", "copy",
-                          "-disposition:v", "attached_pic", path("m4a-cover.m4a")]) },
-            { try ffmpeg(["-i", path("m4a-end.m4a"), "-map", "0:a", "-c", "copy", "-f", "adts", "-write_id3v2", "1",
-                          "-write_apetag", "1", path("aac-adts.aac")]) },
-            { try Derived.listAfterData(from: dir.appendingPathComponent("wav.wav"),
-                                        to: dir.appendingPathComponent("wav-list-after-data.wav")) },
-            { try Derived.id3BeforeFLAC(tagFrom: dir.appendingPathComponent("mp3-vbr.mp3"),
-                                        flac: dir.appendingPathComponent("flac-cover.flac"),
-                                        to: dir.appendingPathComponent("flac-id3.flac")) },
-        ]
-        try inParallel(made)
-        try inParallel(derived)
-
+        let made = try AudioFixtures.shared()
         var fixtures: [String: Fixture] = [:]
         for spec in Fixtures.specs {
-            let url = dir.appendingPathComponent(spec.name)
+            let url = made.url(spec.name)
             fixtures[spec.name] = Fixture(spec: spec, url: url, data: Array(try Data(contentsOf: url)), probe: try Probe.of(url))
         }
-        print("audio fixtures: \(fixtures.count) files made in \(String(format: "%.1f", Date().timeIntervalSince(started))) s under \(dir.path)")
-        return Library(directory: dir, fixtures: fixtures)
-    }
-
-    /// Runs the steps two at a time (the machine's cores); the first error is rethrown after all have ended.
-    static func inParallel(_ steps: [() throws -> Void]) throws {
-        let errors = Mutex<[any Error]>([])
-        nonisolated(unsafe) let steps = steps
-        DispatchQueue.concurrentPerform(iterations: steps.count) { i in
-            do { try steps[i]() } catch { errors.withLock { $0.append(error) } }
-        }
-        if let error = errors.withLock({ $0.first }) { throw error }
-    }
-
-    /// An ffmetadata file with every tag and a METADATA_BLOCK_PICTURE comment (a base64 FLAC picture block) of
-    /// the cover: ffmpeg 5.1 writes it into OpusTags as is, across as many pages as it takes.
-    static func writePictureMetadata(cover: URL, to file: URL) throws {
-        let png = [UInt8](try Data(contentsOf: cover))
-        var block: [UInt8] = []
-        func u32(_ v: Int) { block += [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-        u32(3)  // front cover
-        u32(9); block += Array("image/png".utf8)
-        u32(0)  // no description
-        u32(1448); u32(1448); u32(8); u32(0)
-        u32(png.count); block += png
-        func escaped(_ s: String) -> String {
-            var out = ""
-            for c in s {
-                if "=;#\\\n".contains(c) { out.append("\\") }
-                out.append(c)
-            }
-            return out
-        }
-        var text = ";FFMETADATA1\n"
-        let fields = [("title", Tagged.title), ("artist", Tagged.artist), ("album_artist", Tagged.albumArtist),
-                      ("album", Tagged.album), ("track", "9/12"), ("disc", "1/2"), ("date", "2019"), ("genre", "Jazz")]
-        for (key, value) in fields { text += "\(key)=\(escaped(value))\n" }
-        text += "METADATA_BLOCK_PICTURE=\(escaped(Data(block).base64EncodedString()))\n"
-        try Data(text.utf8).write(to: file)
+        return Library(directory: made.directory, fixtures: fixtures)
     }
 }
 
-/// Fixtures made by rearranging the bytes of real files (with the test's own reading of their structure).
+/// The test's own reading of RIFF structure (to check the analysis against).
 enum Derived {
     static func le32(_ b: [UInt8], _ i: Int) -> Int { Int(b[i]) | Int(b[i + 1]) << 8 | Int(b[i + 2]) << 16 | Int(b[i + 3]) << 24 }
     static func putLE32(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)] }
@@ -313,26 +199,5 @@ enum Derived {
             i = end
         }
         return out
-    }
-
-    /// ffmpeg's WAV (fmt, LIST, data) rewritten as fmt, data, LIST: the INFO tags after the audio, where other
-    /// writers put them and where readers (ffmpeg included) still look.
-    static func listAfterData(from source: URL, to target: URL) throws {
-        let b = [UInt8](try Data(contentsOf: source))
-        let parts = chunks(b)
-        guard let fmt = parts.first(where: { $0.id == "fmt " }), let list = parts.first(where: { $0.id == "LIST" }),
-              let data = parts.first(where: { $0.id == "data" }) else { throw TestSupportError("unexpected WAV layout") }
-        var body = Array("WAVE".utf8) + fmt.bytes + data.bytes + list.bytes
-        body = Array("RIFF".utf8) + putLE32(body.count) + body
-        try Data(body).write(to: target)
-    }
-
-    /// An ID3v2 tag taken from a real MP3 (its header's syncsafe size tells its length) before a FLAC file.
-    static func id3BeforeFLAC(tagFrom mp3: URL, flac: URL, to target: URL) throws {
-        let m = [UInt8](try Data(contentsOf: mp3))
-        guard m.count > 10, m[0] == 0x49, m[1] == 0x44, m[2] == 0x33 else { throw TestSupportError("no ID3v2 in \(mp3.lastPathComponent)") }
-        let size = (0..<4).reduce(0) { $0 << 7 | Int(m[6 + $1]) }
-        let tag = m[0..<(10 + size)]
-        try Data(tag + [UInt8](try Data(contentsOf: flac))).write(to: target)
     }
 }

@@ -137,55 +137,6 @@ extension RangeSet where Bound == Int64 {
     var text: String { ranges.map { "[\($0.lowerBound), \($0.upperBound))" }.joined(separator: " ∪ ") }
 }
 
-/// Runs command-line tools for the tests, bounded in time.
-enum Tool {
-    struct Output {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-    }
-
-    /// Runs `program arguments` to completion (at most `timeout` seconds, then it is killed and this throws).
-    /// Output goes through files, so a chatty child can never block on a full pipe.
-    static func run(_ program: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> Output {
-        guard let path = which(program) else {
-            throw TestSupportError("\(program) is not installed; install the Debian package ffmpeg (scripts/install-deps.sh does)")
-        }
-        let dir = try TemporaryDirectory(prefix: "cloudsync-audio-run")
-        let out = dir.file("stdout"), err = dir.file("stderr")
-        guard FileManager.default.createFile(atPath: out.path, contents: nil),
-              FileManager.default.createFile(atPath: err.path, contents: nil)
-        else { throw TestSupportError("cannot create output files in \(dir.path)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            throw TestSupportError("\(program) \(arguments.prefix(4).joined(separator: " ")) … did not finish within \(timeout) s")
-        }
-        return Output(status: process.terminationStatus,
-                      stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
-    }
-
-    /// Runs and throws with the tool's stderr unless it exits 0.
-    @discardableResult
-    static func check(_ program: String, _ arguments: [String]) throws -> String {
-        let output = try run(program, arguments)
-        guard output.status == 0 else {
-            throw TestSupportError("\(program) \(arguments.joined(separator: " ")) exited \(output.status): \(output.stderr)")
-        }
-        return output.stdout
-    }
-}
-
 /// The policies the fixture tests run: the defaults, and a tight one whose start sets leave real holes in these
 /// 40-second files (with the defaults, 512 KiB of audio plus the 128 KiB tail is most of a compressed file).
 enum Policies {

@@ -7,7 +7,7 @@ import Testing
 @Suite struct HelpSnapshotTests {
     static let commands: [[String]] = [
         [], ["ls"], ["pull"], ["login"], ["logout"], ["cache"], ["cache", "evict"], ["cache", "clear"], ["serve"],
-        ["config"], ["config", "show"],
+        ["config"], ["config", "show"], ["status"], ["completion"],
     ]
 
     @Test(arguments: commands)

@@ -235,6 +235,25 @@ struct Running {
     }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// SIGTERM, then waits for the exit (SIGKILL after 10 s).
+    func stop() {
+        guard process.isRunning else { return }
+        signal(SIGTERM)
+        _ = try? wait(timeout: 10)
+    }
+
+    /// The first line the process printed on stdout (`listening on URL` for serve); fails after `timeout`.
+    func firstStdoutLine(timeout: TimeInterval) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+            if let newline = text.firstIndex(of: "\n") { return String(text[..<newline]) }
+            guard process.isRunning else { break }
+            usleep(10_000)
+        }
+        throw TestFailure("cloudsync \(process.arguments ?? []) printed no line within \(Int(timeout)) s; stderr: \(stderr)")
+    }
 }
 
 /// One GET as the fake saw it.
