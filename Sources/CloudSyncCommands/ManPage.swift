@@ -101,6 +101,16 @@ struct ManPage {
         out = out.split(separator: "\n", omittingEmptySubsequences: false).map { line in
             line.hasPrefix(".") || line.hasPrefix("'") ? "\\&" + line : String(line)
         }.joined(separator: "\n")
-        return out
+        // troff reads bytes: a character beyond ASCII (an en dash in a help text) is written as \[uXXXX].
+        var ascii = ""
+        for scalar in out.unicodeScalars {
+            if scalar.isASCII {
+                ascii.unicodeScalars.append(scalar)
+            } else {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                ascii += "\\[u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "]"
+            }
+        }
+        return ascii
     }
 }
