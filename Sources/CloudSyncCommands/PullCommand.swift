@@ -50,6 +50,7 @@ struct PullCommand {
             throw UsageError(message: "cloudsync: --refetch needs the PATHs to download again (it never drops the whole library)",
                              hint: "For example: cloudsync pull --refetch 'Album/01 Track.flac'")
         }
+        let commandLineFilter = try FilterOptions.filter(args)
         let cache = try setup.openCache(config)
         let budget = setup.budget(config, cache: cache, headBytes: headBytes).settings
         var options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
@@ -79,8 +80,10 @@ struct PullCommand {
                 var report = SyncReport(remote: remote.name, provider: remote.provider.rawValue)
                 do {
                     let built = try factory.make(remote, retries: retries)
+                    var remoteOptions = options
+                    remoteOptions.filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                                    transport: transport, pacer: built.pacer, cache: cache, options: options,
+                                    transport: transport, pacer: built.pacer, cache: cache, options: remoteOptions,
                                     logger: context.logger, events: renderer.handle)
                     report = try await sync.run()
                     worst = max(worst, report.exitCode)
