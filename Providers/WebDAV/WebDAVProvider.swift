@@ -39,8 +39,9 @@ public final class WebDAVProvider: Provider {
             .mapError { $0 as? ProviderError ?? ProviderError(.configuration, "\($0)") }
         let host = options.url.host ?? "<no host>"
         let name = options.remoteName
+        let sendsCredentials = (try? options.resolvedAuthorization()).flatMap { $0 } != nil
         self.client = APIClient(transport: transport, pacer: pacer, tokens: nil, logger: logger) { response in
-            WebDAVProvider.classify(response, host: host, remoteName: name)
+            WebDAVProvider.classify(response, host: host, remoteName: name, sentCredentials: sendsCredentials)
         }
     }
 
@@ -291,13 +292,17 @@ public final class WebDAVProvider: Provider {
     // MARK: Errors
 
     /// rclone's WebDAV retry set (webdav.go `retryErrorCodes`): 423 425 429 500 502 503 504 509.
-    static func classify(_ response: HTTPResponse, host: String, remoteName: String) -> ProviderError? {
+    /// `sentCredentials` false (no password anywhere) turns a 401 into a hint to log in or set one.
+    static func classify(_ response: HTTPResponse, host: String, remoteName: String,
+                         sentCredentials: Bool = true) -> ProviderError? {
         let status = response.status
         let shown = redactedURL(response.head.url)
         switch status {
         case 207: return nil
         case 200..<300:
             return ProviderError(.invalidResponse, "WebDAV server at \(host) answered PROPFIND \(shown) with HTTP \(status) instead of 207 Multi-Status; check that url points at a WebDAV collection", status: status)
+        case 401 where !sentCredentials:
+            return ProviderError(.unauthorized, "WebDAV server at \(host) asks for a password and remote \(remoteName) has none: run cloudsync login \(remoteName) (or set password / password_command)", status: status)
         case 401:
             return ProviderError(.unauthorized, "WebDAV server at \(host) refused the credentials for remote \(remoteName): check user/password (or password_command)", status: status)
         case 403:

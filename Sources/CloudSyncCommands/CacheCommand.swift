@@ -89,9 +89,15 @@ struct CacheCommand {
             return report.mismatched.isEmpty && report.vanished.isEmpty && report.wrongSize.isEmpty ? .ok : .partialFailure
         case "pin", "unpin":
             let remote = try singleRemote(config)
+            // pin takes the filter flags (unpin does not): only the tracks under PATH that pass them.
+            let filter = sub == "pin" ? try FilterOptions.filter(context.arguments) : .everything
+            let now = Date()
             for path in context.arguments.positionals {
                 let trimmed = path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-                let matches = try cache.entries(remote: remote).filter { $0.path == trimmed || $0.path.hasPrefix(trimmed + "/") }
+                let matches = try cache.entries(remote: remote).filter {
+                    ($0.path == trimmed || $0.path.hasPrefix(trimmed + "/"))
+                        && filter.includes($0.file.path, size: $0.file.size, modified: $0.file.modified, now: now)
+                }
                 if matches.isEmpty {
                     throw CacheError(.notFound, "no track '\(path)' in remote '\(remote)'; see 'cloudsync ls --offline --remote \(remote)'")
                 }

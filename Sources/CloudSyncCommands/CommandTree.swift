@@ -9,6 +9,8 @@ enum CommandTree {
         .flag("verbose", short: "v", "More log output on stderr (repeat is not needed; debug level)."),
         .flag("quiet", short: "q", "Print errors only."),
         .flag("version", "Print the version and exit, wherever it stands (with -v: also libcurl, SQLite and OpenSSL)."),
+        .value("log-file", "PATH", "Also append stderr's lines and the log, with local times, to PATH (created 0600): a record for cron."),
+        .value("log-level", "LEVEL", "Level of --log-file: error, warning, info (default) or debug; stderr keeps -q or -v."),
     ]
 
     static let remoteSelection: [OptionSpec] = [
@@ -40,7 +42,7 @@ enum CommandTree {
             .flag("missing", "Only tracks that are not completely cached."),
             .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765), from the index: no network."),
             .value("port", "N", "With --m3u: the port of `cloudsync serve` (default 8765)."),
-        ],
+        ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root, or REMOTE/PATH as ls prints it).", optional: true, repeats: false)]
     )
 
@@ -65,10 +67,12 @@ enum CommandTree {
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75 (Ctrl-C or SIGTERM stops waiting: 130, 143)."),
             .value("order", "KEY", "Order of work: name, size, modified or added, optionally ,asc or ,desc (default: the "
                 + "budget's priority; which tracks fit does not change). Defaults: name and size ascending, the others newest first."),
+            .value("stats", "DURATION", "Print a one-line summary (files, bytes, speed) on stderr every DURATION, e.g. 1m; for "
+                + "journals and logs without a terminal (default: off)."),
             .flag("progress", "Draw the live progress frame even when stderr is not a terminal (width: $COLUMNS, else 80); never with TERM=dumb (default: on a terminal)."),
             .flag("no-progress", "Never draw the live progress frame; print one line per finished file."),
             .flag("json", "Print a JSON summary on stdout."),
-        ],
+        ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root, or REMOTE/PATH as ls prints it; "
             + "case-sensitive). A PATH that matches nothing exits 2 naming the closest path; the others are pulled.", optional: true, repeats: true)]
     )
@@ -100,7 +104,8 @@ enum CommandTree {
                             + "when it gives one (else size only), mtime drift reported; bad tracks are removed for refetch.",
                         options: [.flag("json", "Print JSON on stdout (keys: checked, mismatched, wrong_size, vanished, mtime_drift, skipped_no_hash).")]),
             CommandSpec(name: "pin", abstract: "Never evict these tracks.",
-                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],
+                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")]
+                            + FilterOptions.specs,
                         positionals: [PositionalSpec(name: "PATH", help: "Track or folder paths relative to the remote's root.", optional: false, repeats: true)]),
             CommandSpec(name: "unpin", abstract: "Allow these tracks to be evicted again.",
                         options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],

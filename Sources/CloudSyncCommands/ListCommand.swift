@@ -28,11 +28,17 @@ struct ListCommand {
         let cache = try setup.openCache(config)
         let retries = try args.integer("retries", in: 0 ... 1000)
         let live = !args.has("offline") && !args.has("m3u")
+        let commandLineFilter = try FilterOptions.filter(args)
+        let now = Date()
 
         var rows: [CacheEntryInfo] = []
         for remote in remotes {
+            let filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
+            func kept(_ rows: [CacheEntryInfo]) -> [CacheEntryInfo] {
+                rows.filter { row in filters.allSatisfy { $0.includes(row.file.path, size: row.file.size, modified: row.file.modified, now: now) } }
+            }
             guard live else {
-                rows += try cache.entries(remote: remote.name)
+                rows += kept(try cache.entries(remote: remote.name))
                 continue
             }
             var transportOptions = CurlTransportOptions()
@@ -41,14 +47,14 @@ struct ListCommand {
             let factory = setup.providerFactory(config, transport: transport)
             let built = try factory.make(remote, retries: retries, unreachableRetries: retries ?? Self.unreachableRetries)
             let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                            transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(),
+                            transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(filters: filters),
                             logger: context.logger, events: { _ in })
             do {
                 let listed = try await sync.refreshIndex()
-                rows += try cache.entries(remote: remote.name).filter { listed.contains($0.path) }
+                rows += kept(try cache.entries(remote: remote.name).filter { listed.contains($0.path) })
             } catch let error as ProviderError where error.code == .unreachable {
                 context.console.err("cloudsync: warning: \(remote.name): offline, so this is the index's state (the last listing and what is cached), not the cloud's: \(error.message)\n")
-                rows += try cache.entries(remote: remote.name)
+                rows += kept(try cache.entries(remote: remote.name))
             }
         }
         if !args.positionals.isEmpty {

@@ -17,6 +17,7 @@ struct LoginCommand {
         let config = try Setup(context: context).configuration()
         try Setup.checkRemoteName(name, in: config, option: "")
         guard let remote = try config.select(remote: name, provider: nil).first else { return .config }
+        try remote.requireSecrets()
         var login = LoginRemote(name: remote.name, provider: remote.provider.rawValue, clientID: remote.clientID,
                                 clientSecret: remote.clientSecret, tokenURL: remote.tokenURL, authURL: remote.authURL,
                                 deviceURL: remote.deviceURL, apiURL: remote.apiURL, url: remote.url, user: remote.user,

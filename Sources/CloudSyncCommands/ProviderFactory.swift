@@ -26,7 +26,9 @@ struct ProviderFactory {
     }
 
     /// `unreachableRetries` bounds the retries of a host that cannot be reached at all (nil: like `retries`).
+    /// Secrets are resolved here, for the remote being built only: an unset `env:` variable is a config error.
     func make(_ remote: RemoteConfig, retries: Int?, unreachableRetries: Int? = nil) throws -> Remote {
+        try remote.requireSecrets()
         let pacer = Pacer(policy: .init(retries: retries ?? settings.retries, unreachableRetries: unreachableRetries),
                           logger: logger)
         let provider: any Provider

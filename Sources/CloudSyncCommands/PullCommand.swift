@@ -50,6 +50,7 @@ struct PullCommand {
             throw UsageError(message: "cloudsync: --refetch needs the PATHs to download again (it never drops the whole library)",
                              hint: "For example: cloudsync pull --refetch 'Album/01 Track.flac'")
         }
+        let commandLineFilter = try FilterOptions.filter(args)
         let cache = try setup.openCache(config)
         let budget = setup.budget(config, cache: cache, headBytes: headBytes).settings
         var options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
@@ -66,6 +67,14 @@ struct PullCommand {
         let factory = setup.providerFactory(config, transport: transport, settings: settings)
         if args.has("progress") && args.has("no-progress") {
             throw UsageError(message: "cloudsync: --progress and --no-progress exclude each other", hint: "Run 'cloudsync pull --help' for usage.")
+        }
+        var statsEvery: TimeInterval?
+        if let text = args.value("stats") {
+            guard let seconds = TimeSpan.parse(text), seconds >= 1, seconds <= 86400 else {
+                throw UsageError(message: "cloudsync: --stats expects a duration from 1s to 24h such as 30s or 1m, got '\(text)'",
+                                 hint: "Run 'cloudsync pull --help' for usage.")
+            }
+            statsEvery = seconds
         }
         let progress: ProgressMode = args.has("progress") ? .on : args.has("no-progress") ? .off : .auto
         let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun, json: context.json,
@@ -86,8 +95,10 @@ struct PullCommand {
                     // A dry run is a look, like ls: a host that cannot be reached at all is retried once, not ten times.
                     let built = try factory.make(remote, retries: retries,
                                                  unreachableRetries: options.dryRun ? retries ?? ListCommand.unreachableRetries : nil)
+                    var remoteOptions = options
+                    remoteOptions.filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                                    transport: transport, pacer: built.pacer, cache: cache, options: options,
+                                    transport: transport, pacer: built.pacer, cache: cache, options: remoteOptions,
                                     logger: context.logger, events: renderer.handle)
                     report = try await sync.run()
                     worst = max(worst, report.exitCode)
@@ -106,6 +117,17 @@ struct PullCommand {
             return (reports, worst)
         }
         target.set(work)
+        // --stats: one line per period while the work runs (with -q, in the log file only).
+        let stats = statsEvery.map { every in
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(every))
+                    if Task.isCancelled { break }
+                    context.console.note(renderer.statsLine() + "\n", quiet: args.has("quiet"))
+                }
+            }
+        }
+        defer { stats?.cancel() }
         let reports: [SyncReport]
         let worst: ExitCode
         do {

@@ -114,6 +114,21 @@ public struct RemoteConfig: Sendable, Hashable {
     public var driveListing: DriveListing = .flat
     /// Line of the `[remote.NAME]` header (0 when built in code).
     public var line: Int
+    /// Which of the remote's files cloudsync keeps (`include`, `exclude`, `filter_from`, `min_size`, `max_size`,
+    /// `max_age`, `min_age`, `ignore_case`), compiled; `.everything` when the section sets none.
+    public var filter: PathFilter = .everything
+    /// The filter keys as written, for `config show`.
+    public var filterKeys = FilterKeys()
+    /// Secrets written as `env:VAR` whose variable was not set when the file was read; their fields are nil.
+    /// Only a command that talks to this remote fails on them (`requireSecrets()`), so one unset variable
+    /// does not stop `cache status` or the other remotes.
+    public var unsetSecrets: [UnsetSecret] = []
+
+    /// Throws, for the first secret of `unsetSecrets`, the error that names its key, place and variable.
+    public func requireSecrets() throws(ConfigError) {
+        guard let unset = unsetSecrets.first else { return }
+        throw unset.error
+    }
 
     public init(name: String, provider: ProviderKind, root: String = "/", apiURL: URL? = nil, contentURL: URL? = nil,
                 tokenURL: URL? = nil, authURL: URL? = nil, deviceURL: URL? = nil, clientID: String? = nil,
@@ -139,6 +154,44 @@ public struct RemoteConfig: Sendable, Hashable {
         self.webdavAuth = webdavAuth
         self.acknowledgeAbuse = acknowledgeAbuse
         self.line = line
+    }
+}
+
+/// A remote's filter keys as the file wrote them (sizes in bytes, ages in seconds).
+public struct FilterKeys: Sendable, Hashable {
+    public var include: [String] = []
+    public var exclude: [String] = []
+    /// `filter_from`, resolved like `cache.dir`.
+    public var filterFrom: URL?
+    public var minSize: Int64?
+    public var maxSize: Int64?
+    public var maxAge: TimeInterval?
+    public var minAge: TimeInterval?
+    public var ignoreCase = false
+
+    public init() {}
+
+    public var isEmpty: Bool { self == FilterKeys() }
+}
+
+/// A remote's secret given as `env:VAR` while VAR is not set.
+public struct UnsetSecret: Sendable, Hashable {
+    /// The dotted key: "remote.music.password".
+    public var key: String
+    public var variable: String
+    public var file: String
+    public var position: TOMLPosition
+
+    public init(key: String, variable: String, file: String, position: TOMLPosition) {
+        self.key = key
+        self.variable = variable
+        self.file = file
+        self.position = position
+    }
+
+    public var error: ConfigError {
+        ConfigError(file: file, position: position, message: "\(key) refers to environment variable \(variable), which is not set; "
+            + "export \(variable) (cron and systemd start with an almost empty environment) or write the value here")
     }
 }
 
@@ -168,6 +221,11 @@ public struct Configuration: Sendable {
     /// Reads and validates the file at `path`. A missing or unreadable file is an error that says
     /// where cloudsync looked and what to do.
     public static func load(path: URL, environment: [String: String]) throws(ConfigError) -> Configuration {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path.path, isDirectory: &isFolder), isFolder.boolValue {
+            throw ConfigError(file: path.path, message: "this is a folder, not a configuration file; give the file itself "
+                + "(e.g. --config \(path.appendingPathComponent("config.toml").path))")
+        }
         let data: Data
         do {
             data = try Data(contentsOf: path)
@@ -275,6 +333,31 @@ func homeDirectory(_ environment: [String: String]) -> URL {
 func xdgDirectory(_ variable: String, fallback: String, environment: [String: String]) -> URL {
     if let value = environment[variable], value.hasPrefix("/") { return URL(fileURLWithPath: value, isDirectory: true) }
     return homeDirectory(environment).appendingPathComponent(fallback, isDirectory: true)
+}
+
+/// A path from the configuration file: `~`, `~/…`, `$HOME` and `${HOME}` at its start are the home folder; a
+/// relative path is resolved against `base` (the folder of the configuration file). Any other `~user` or
+/// `$VARIABLE` is refused with the reason, since cloudsync does not run a shell.
+func configuredPath(_ path: String, relativeTo base: URL, environment: [String: String]) -> Result<URL, PathProblem> {
+    var rest = path
+    for prefix in ["${HOME}", "$HOME"] where rest == prefix || rest.hasPrefix(prefix + "/") {
+        rest = "~" + rest.dropFirst(prefix.count)
+        break
+    }
+    if rest.hasPrefix("~") && rest != "~" && !rest.hasPrefix("~/") {
+        return .failure(PathProblem(message: "~user is not expanded; write the full path (or ~/… for your own home folder)"))
+    }
+    if let dollar = rest.firstIndex(of: "$"), rest[rest.index(after: dollar)...].first.map({ $0 == "{" || $0.isLetter || $0 == "_" }) == true {
+        return .failure(PathProblem(message: "only ~ and $HOME are expanded, at the start of a path; write the full path instead of "
+            + String(rest[dollar...].prefix { $0 != "/" })))
+    }
+    if rest == "~" || rest.hasPrefix("~/") { return .success(expandingTilde(rest, environment: environment)) }
+    if rest.hasPrefix("/") { return .success(URL(fileURLWithPath: rest)) }
+    return .success(base.appendingPathComponent(rest).standardizedFileURL)
+}
+
+struct PathProblem: Error {
+    let message: String
 }
 
 func expandingTilde(_ path: String, environment: [String: String]) -> URL {

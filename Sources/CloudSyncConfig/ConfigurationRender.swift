@@ -6,8 +6,9 @@ extension Configuration {
     /// filled in, remotes in file order. Secrets (client_secret, access_token, refresh_token, password)
     /// print as "********"; values that came from `env:VAR` print as `env:VAR`, never their value.
     /// The output parses back to the same configuration when the referenced variables are set (masked
-    /// secrets excepted).
-    public func renderMasked() -> String {
+    /// secrets excepted). `notes` adds a comment line under a remote's header (by remote name), such as which
+    /// credential is in effect.
+    public func renderMasked(notes: [String: String] = [:]) -> String {
         var lines: [String] = []
         if let file { lines.append("# effective configuration from \(file); secrets masked") }
         lines.append("[cache]")
@@ -35,6 +36,7 @@ extension Configuration {
             lines.append("")
             let header = remote.name.contains(".") ? Self.quoted(remote.name) : remote.name
             lines.append("[remote.\(header)]")
+            if let note = notes[remote.name] { lines.append("# " + note) }
             lines.append("provider = \(Self.quoted(remote.provider.rawValue))")
             lines.append(entry(path + ".root", "root", .text(remote.root)))
             let optional: [(String, String?)] = [
@@ -46,9 +48,18 @@ extension Configuration {
                 ("password", remote.password), ("password_command", remote.passwordCommand),
             ]
             for (key, value) in optional {
-                guard let value else { continue }
-                lines.append(entry(path + "." + key, key, Schema.secrets.contains(key) ? .secret : .text(value)))
+                if value == nil && environmentReferences[path + "." + key] == nil { continue }
+                lines.append(entry(path + "." + key, key, Schema.secrets.contains(key) ? .secret : .text(value ?? "")))
             }
+            let filter = remote.filterKeys
+            if !filter.include.isEmpty { lines.append("include = [" + filter.include.map(Self.quoted).joined(separator: ", ") + "]") }
+            if !filter.exclude.isEmpty { lines.append("exclude = [" + filter.exclude.map(Self.quoted).joined(separator: ", ") + "]") }
+            if let url = filter.filterFrom { lines.append("filter_from = \(Self.quoted(url.path))") }
+            if let size = filter.minSize { lines.append("min_size = \(Self.quoted(Self.renderSize(size)))") }
+            if let size = filter.maxSize { lines.append("max_size = \(Self.quoted(Self.renderSize(size)))") }
+            if let age = filter.maxAge { lines.append("max_age = \(Self.quoted(Self.renderDuration(age)))") }
+            if let age = filter.minAge { lines.append("min_age = \(Self.quoted(Self.renderDuration(age)))") }
+            if filter.ignoreCase { lines.append("ignore_case = true") }
             if remote.provider == .webdav { lines.append("auth = \(Self.quoted(remote.webdavAuth.rawValue))") }
             if remote.provider == .gdrive {
                 lines.append("acknowledge_abuse = \(remote.acknowledgeAbuse)")

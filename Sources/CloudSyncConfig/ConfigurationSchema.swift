@@ -11,7 +11,8 @@ enum Schema {
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
         "client_secret", "access_token", "refresh_token", "url", "user", "password", "password_command", "auth",
-        "acknowledge_abuse", "listing",
+        "acknowledge_abuse", "listing", "include", "exclude", "filter_from", "min_size", "max_size", "max_age", "min_age",
+        "ignore_case",
     ]
     /// Values never printed.
     static let secrets: Set<String> = ["client_secret", "access_token", "refresh_token", "password"]
@@ -54,7 +55,11 @@ struct SchemaReader {
         var cache = CacheSettings(dir: CacheLocation.resolve(environment: environment))
         if let (dir, at) = try string("dir", in: cacheTable, path: "cache") {
             guard !dir.isEmpty else { throw fail("dir must not be empty; remove it to use the default", at: at) }
-            cache.dir = expandingTilde(dir, environment: environment)
+            let base = URL(fileURLWithPath: file).deletingLastPathComponent()
+            switch configuredPath(dir, relativeTo: base, environment: environment) {
+            case .success(let url): cache.dir = url
+            case .failure(let problem): throw fail("dir \"\(dir)\": \(problem.message)", at: at)
+            }
         }
         cache.maxSize = try size("max_size", in: cacheTable, path: "cache", default: cache.maxSize)
         cache.minFree = try size("min_free", in: cacheTable, path: "cache", default: cache.minFree, allowingZero: true)
@@ -84,7 +89,7 @@ struct SchemaReader {
             if text.lowercased() == "off" {
                 pull.bwlimit = nil
             } else {
-                guard let rate = ByteSize.parseRate(text), rate > 0 else {
+                guard let rate = ByteSize.parseRate(text), rate > 0, rate <= Self.maximumSize else {
                     throw fail("bwlimit must be \"off\" or a rate like \"2MiB/s\", got \"\(text)\"", at: at)
                 }
                 pull.bwlimit = rate
@@ -185,13 +190,13 @@ struct SchemaReader {
         config.authURL = try url("auth_url", in: table, path: path)
         config.deviceURL = try url("device_url", in: table, path: path)
         config.clientID = try string("client_id", in: table, path: path)?.0
-        config.clientSecret = try string("client_secret", in: table, path: path)?.0
-        config.accessToken = try string("access_token", in: table, path: path)?.0
-        config.refreshToken = try string("refresh_token", in: table, path: path)?.0
+        config.clientSecret = try secret("client_secret", in: table, path: path, unset: &config.unsetSecrets)
+        config.accessToken = try secret("access_token", in: table, path: path, unset: &config.unsetSecrets)
+        config.refreshToken = try secret("refresh_token", in: table, path: path, unset: &config.unsetSecrets)
         config.url = try url("url", in: table, path: path)
         config.user = try string("user", in: table, path: path)?.0
-        config.password = try string("password", in: table, path: path)?.0
-        config.passwordCommand = try string("password_command", in: table, path: path)?.0
+        config.password = try secret("password", in: table, path: path, unset: &config.unsetSecrets)
+        config.passwordCommand = try secret("password_command", in: table, path: path, unset: &config.unsetSecrets)
         if let (auth, at) = try string("auth", in: table, path: path) {
             guard let parsed = WebDAVAuth(rawValue: auth) else {
                 throw fail("auth must be one of " + WebDAVAuth.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
@@ -212,12 +217,81 @@ struct SchemaReader {
             }
             config.driveListing = parsed
         }
+        try readFilter(table, path: path, into: &config)
         if provider == .webdav && config.url == nil {
             throw fail("webdav remote \"\(name)\" has no url; add url = \"https://host/path/\"", at: table.position)
         }
         // auth = "bearer"/"oauth" take their token from access_token or from `cloudsync login`; which one is
         // present is checked when the remote is used (exit 4 with a hint), not here.
         return config
+    }
+
+    /// A remote's filter keys, compiled into a `PathFilter` (a bad glob is an error at its string).
+    mutating func readFilter(_ table: TOMLTable, path: String, into config: inout RemoteConfig) throws(ConfigError) {
+        var keys = FilterKeys()
+        let include = try globs("include", in: table), exclude = try globs("exclude", in: table)
+        for (pattern, at) in include + exclude {
+            do {
+                _ = try PathFilter(include: [pattern])
+            } catch {
+                throw fail(error.message.replacingOccurrences(of: "--include: ", with: ""), at: at)
+            }
+        }
+        keys.include = include.map(\.0)
+        keys.exclude = exclude.map(\.0)
+        if let node = table["ignore_case"] {
+            guard case .boolean(let value) = node.value else {
+                throw fail("ignore_case must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
+            }
+            keys.ignoreCase = value
+        }
+        if table["min_size"] != nil { keys.minSize = try size("min_size", in: table, path: path, default: 0, allowingZero: true) }
+        if table["max_size"] != nil { keys.maxSize = try size("max_size", in: table, path: path, default: 0, allowingZero: true) }
+        if table["max_age"] != nil { keys.maxAge = try duration("max_age", in: table, path: path, default: 0) }
+        if table["min_age"] != nil { keys.minAge = try duration("min_age", in: table, path: path, default: 0) }
+        var lines: [(source: String, line: Int, text: String)] = []
+        if let (text, at) = try string("filter_from", in: table, path: path) {
+            let base = URL(fileURLWithPath: file).deletingLastPathComponent()
+            let url: URL
+            switch configuredPath(text, relativeTo: base, environment: environment) {
+            case .success(let resolved): url = resolved
+            case .failure(let problem): throw fail("filter_from \"\(text)\": \(problem.message)", at: at)
+            }
+            guard let data = FileManager.default.contents(atPath: url.path), data.count <= 1 << 20 else {
+                throw fail("filter_from: cannot read \(url.path) (a file of '+ PATTERN' / '- PATTERN' lines, at most 1MiB)", at: at)
+            }
+            let contents = String(decoding: data, as: UTF8.self)
+            for (index, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                lines.append((url.path, index + 1, String(line.hasSuffix("\r") ? line.dropLast() : line)))
+            }
+            keys.filterFrom = url
+        }
+        do {
+            config.filter = try PathFilter(include: keys.include, exclude: keys.exclude, filterLines: lines, ignoreCase: keys.ignoreCase,
+                                           minSize: keys.minSize, maxSize: keys.maxSize, maxAge: keys.maxAge, minAge: keys.minAge)
+        } catch {
+            throw fail("filter_from: \(error.message)", at: table["filter_from"]?.position ?? table.position)
+        }
+        config.filterKeys = keys
+    }
+
+    /// An array of glob strings with their positions (a single string is accepted as a one-element array).
+    func globs(_ key: String, in table: TOMLTable) throws(ConfigError) -> [(String, TOMLPosition)] {
+        guard let node = table[key] else { return [] }
+        switch node.value {
+        case .string(let text): return [(text, node.position)]
+        case .array(let items):
+            var out: [(String, TOMLPosition)] = []
+            for item in items {
+                guard case .string(let text) = item.value else {
+                    throw fail("\(key) must be an array of globs like [\"*.flac\", \"Live/**\"], got \(item.value.typeName)", at: item.position)
+                }
+                out.append((text, item.position))
+            }
+            return out
+        default:
+            throw fail("\(key) must be an array of globs like [\"*.flac\", \"Live/**\"], got \(node.value.typeName)", at: node.position)
+        }
     }
 
     // MARK: Typed accessors
@@ -249,6 +323,22 @@ struct SchemaReader {
         return (try resolve(node, path: path + "." + key), node.position)
     }
 
+    /// A remote's secret like `string`, except that `env:VAR` with VAR unset is not an error here: it is
+    /// recorded in `unset` (the value stays nil) and fails only a command that uses the remote.
+    mutating func secret(_ key: String, in table: TOMLTable, path: String,
+                         unset: inout [UnsetSecret]) throws(ConfigError) -> String? {
+        guard let node = table[key] else { return nil }
+        if case .string(let text) = node.value, text.hasPrefix("env:"), text.count > 4 {
+            let variable = String(text.dropFirst(4))
+            if environment[variable] == nil {
+                environmentReferences[path + "." + key] = variable
+                unset.append(UnsetSecret(key: path + "." + key, variable: variable, file: file, position: node.position))
+                return nil
+            }
+        }
+        return try string(key, in: table, path: path)?.0
+    }
+
     /// The string in `node`, or the environment variable it names with `env:VAR`.
     mutating func resolve(_ node: TOMLNode, path: String) throws(ConfigError) -> String {
         guard case .string(let text) = node.value else { return "" }
@@ -273,8 +363,15 @@ struct SchemaReader {
         return (value, node.position)
     }
 
+    /// The largest size any key accepts: 1 EiB, beyond what a filesystem holds, so that sums of a few
+    /// sizes never overflow 64 bits.
+    static let maximumSize: Int64 = 1 << 60
+    /// The longest duration any key accepts: 100 years (36525d), so that every date computed from one
+    /// stays representable.
+    static let maximumDuration: TimeInterval = 36525 * 86400
+
     /// A byte size: a string like "8MiB" (or an integer count of bytes), greater than zero (or zero, with
-    /// `allowingZero`).
+    /// `allowingZero`), at most `maximumSize`.
     mutating func size(_ key: String, in table: TOMLTable?, path: String, default value: Int64,
                        allowingZero: Bool = false) throws(ConfigError) -> Int64 {
         guard let node = table?[key] else { return value }
@@ -284,6 +381,9 @@ struct SchemaReader {
             guard bytes > 0 || (allowingZero && bytes == 0) else {
                 throw fail("\(key) must be greater than zero, got \(bytes)", at: node.position)
             }
+            guard bytes <= Self.maximumSize else {
+                throw fail("\(key) must be at most 1EiB, got \(bytes)", at: node.position)
+            }
             return bytes
         case .string: text = try resolve(node, path: path + "." + key)
         default: throw fail("\(key) must be a size like \"8MiB\", got \(node.value.typeName)", at: node.position)
@@ -291,19 +391,26 @@ struct SchemaReader {
         guard let bytes = ByteSize.parse(text) else {
             throw fail("\(key) must be a size like \"512KiB\", \"8MiB\" or \"10GiB\", got \"\(text)\"", at: node.position)
         }
+        guard bytes <= Self.maximumSize else {
+            throw fail("\(key) must be at most 1EiB, got \"\(text)\"", at: node.position)
+        }
         guard bytes > 0 || (allowingZero && bytes == 0) else {
             throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position)
         }
         return bytes
     }
 
-    /// A duration: a string like "90d", "12h", "30m", "45s" (or an integer count of seconds), greater than zero.
+    /// A duration: a string like "90d", "12h", "30m", "45s" (or an integer count of seconds), greater than zero
+    /// and at most `maximumDuration`.
     mutating func duration(_ key: String, in table: TOMLTable?, path: String, default value: TimeInterval) throws(ConfigError) -> TimeInterval {
         guard let node = table?[key] else { return value }
         let text: String
         switch node.value {
         case .integer(let seconds):
             guard seconds > 0 else { throw fail("\(key) must be greater than zero, got \(seconds)", at: node.position) }
+            guard TimeInterval(seconds) <= Self.maximumDuration else {
+                throw fail("\(key) must be at most 100 years (\"36525d\"), got \(seconds)", at: node.position)
+            }
             return TimeInterval(seconds)
         case .string: text = try resolve(node, path: path + "." + key)
         default: throw fail("\(key) must be a duration like \"90d\", got \(node.value.typeName)", at: node.position)
@@ -312,6 +419,9 @@ struct SchemaReader {
             throw fail("\(key) must be a duration like \"90d\", \"12h\", \"30m\" or \"45s\", got \"\(text)\"", at: node.position)
         }
         guard seconds > 0 else { throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position) }
+        guard seconds <= Self.maximumDuration else {
+            throw fail("\(key) must be at most 100 years (\"36525d\"), got \"\(text)\"", at: node.position)
+        }
         return seconds
     }
 

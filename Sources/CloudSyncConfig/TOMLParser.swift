@@ -6,7 +6,9 @@
 /// characters outside of what the spec allows are errors. Multi-line strings keep their newlines as
 /// written (CRLF stays CRLF); date-time fractions beyond nanoseconds are truncated.
 public enum TOMLParser {
-    /// Arrays and inline tables nested deeper than this are rejected rather than risking the stack.
+    /// Arrays and inline tables nested deeper than this are rejected rather than risking the stack; so are
+    /// keys and table headers with more parts, and a key whose header, inline tables and dotted parts
+    /// together nest tables deeper (building and comparing the result recurses once per level).
     public static let maximumNesting = 128
 
     /// Parses `text`; `file` is used only to label errors.
@@ -104,17 +106,28 @@ private final class TableBuilder {
     }
 }
 
+private final class TableArrayBuilder {
+    var elements: [TableBuilder]
+    let position: TOMLPosition
+
+    init(_ first: TableBuilder, position: TOMLPosition) {
+        elements = [first]
+        self.position = position
+    }
+}
+
 private enum Child {
     case value(TOMLNode)
     case table(TableBuilder)
-    case tableArray([TableBuilder], position: TOMLPosition)
+    /// A class, so that appending an element costs O(1) however many `[[header]]`s came before.
+    case tableArray(TableArrayBuilder)
 
     func node() -> TOMLNode {
         switch self {
         case .value(let node): node
         case .table(let builder): TOMLNode(.table(builder.build()), at: builder.position)
-        case .tableArray(let builders, let position):
-            TOMLNode(.array(builders.map { TOMLNode(.table($0.build()), at: $0.position) }), at: position)
+        case .tableArray(let array):
+            TOMLNode(.array(array.elements.map { TOMLNode(.table($0.build()), at: $0.position) }), at: array.position)
         }
     }
 
@@ -136,7 +149,7 @@ private enum Child {
         switch self {
         case .value(let node): node.position
         case .table(let builder): builder.position
-        case .tableArray(_, let position): position
+        case .tableArray(let array): array.position
         }
     }
 }
@@ -156,6 +169,13 @@ private func isBareKeyByte(_ c: UInt8) -> Bool {
 
 private func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
 
+/// Where `TOMLSyntax.position` last counted to; a class so that non-mutating code may update it.
+private final class ColumnCache {
+    var lineStart = -1
+    var index = 0
+    var column = 1
+}
+
 /// The byte-level parser state; one per document.
 private struct TOMLSyntax {
     let bytes: [UInt8]
@@ -164,6 +184,12 @@ private struct TOMLSyntax {
     var line = 1
     var lineStart = 0
     var depth = 0
+    /// Parts of the current `[header]`, counted towards the nesting limit of the keys below it.
+    var headerDepth = 0
+    /// Parts of the keys whose values (inline tables) are being parsed, counted towards the same limit.
+    var keyDepth = 0
+    /// The last computed column, so that `position` costs what the cursor moved since, not the whole line.
+    let columns = ColumnCache()
 
     init(bytes: [UInt8], file: String) {
         self.bytes = bytes
@@ -187,13 +213,22 @@ private struct TOMLSyntax {
         index += 1
     }
 
+    /// The cursor's line and column. Amortized constant time: the column is counted on from the last
+    /// position asked for on the same line (the cursor only moves back by a byte or two, before an error).
     var position: TOMLPosition {
         var column = 1
         var k = lineStart
+        if columns.lineStart == lineStart && columns.index <= index {
+            column = columns.column
+            k = columns.index
+        }
         while k < index && k < bytes.count {
             if bytes[k] & 0xC0 != 0x80 { column += 1 }
             k += 1
         }
+        columns.lineStart = lineStart
+        columns.index = k
+        columns.column = column
         return TOMLPosition(line: line, column: column)
     }
 
@@ -316,6 +351,7 @@ private struct TOMLSyntax {
             index += 1
         }
         let table = try openTable(path: path, at: headerPosition, isArray: isArray, root: root)
+        headerDepth = path.count
         try expectLineEnd(after: isArray ? "[[\(joined(path))]]" : "[\(joined(path))]")
         return table
     }
@@ -324,7 +360,7 @@ private struct TOMLSyntax {
                    root: TableBuilder) throws(ConfigError) -> TableBuilder {
         var table = root
         for (offset, segment) in path.dropLast().enumerated() {
-            let name = joined(path[...offset])
+            var name: String { joined(path[...offset]) }
             switch table.children[segment.name] {
             case nil:
                 let created = TableBuilder(kind: .implicit, position: segment.position)
@@ -336,8 +372,8 @@ private struct TOMLSyntax {
                                 at: segment.position)
                 }
                 table = existing
-            case .tableArray(let elements, _):
-                guard let last = elements.last else { return table }
+            case .tableArray(let array):
+                guard let last = array.elements.last else { return table }
                 table = last
             case .value(let node):
                 throw error("\(name) is already \(Child.value(node).description) defined at line \(node.position.line), not a table",
@@ -351,11 +387,11 @@ private struct TOMLSyntax {
             switch existing {
             case nil:
                 let element = TableBuilder(kind: .header, position: headerPosition)
-                table.insert(last.name, .tableArray([element], position: headerPosition), at: last.position)
+                table.insert(last.name, .tableArray(TableArrayBuilder(element, position: headerPosition)), at: last.position)
                 return element
-            case .tableArray(let elements, let position):
+            case .tableArray(let array):
                 let element = TableBuilder(kind: .header, position: headerPosition)
-                table.children[last.name] = .tableArray(elements + [element], position: position)
+                array.elements.append(element)
                 return element
             case .some(let other):
                 throw error("cannot define [[\(name)]]: \(name) is already \(other.description) (line \(other.position.line))",
@@ -389,6 +425,9 @@ private struct TOMLSyntax {
         while true {
             skipSpaces()
             let start = position
+            if segments.count == TOMLParser.maximumNesting {
+                throw error("a key or table header has more than \(TOMLParser.maximumNesting) dotted parts", at: start)
+            }
             let name = try parseSimpleKey()
             segments.append((name, start))
             skipSpaces()
@@ -422,7 +461,13 @@ private struct TOMLSyntax {
         }
         index += 1
         skipSpaces()
+        if headerDepth + keyDepth + depth + key.count > TOMLParser.maximumNesting, let first = key.first {
+            throw error("key \(joined(key.prefix(3)))\(key.count > 3 ? "…" : "") nests tables more than \(TOMLParser.maximumNesting) deep "
+                + "(its table header, inline tables and dotted parts together); flatten the configuration", at: first.position)
+        }
+        keyDepth += key.count
         let value = try parseValue()
+        keyDepth -= key.count
         var table = target
         for (offset, segment) in key.dropLast().enumerated() {
             switch table.children[segment.name] {

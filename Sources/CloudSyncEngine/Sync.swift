@@ -94,7 +94,7 @@ public struct Sync: Sendable {
         }
         // A pull restricted to PATHs applies only part of the listing (deletions elsewhere wait), so it must not
         // advance the change feed past changes it did not apply.
-        if let cursor, options.paths.isEmpty { try cache.setCursor(cursor, remote: remote) }
+        if let cursor, options.paths.isEmpty, let scope = options.cursorScope { try cache.setCursor(scope + cursor, remote: remote) }
         cache.removeIdleLockFiles()
         // Estimates were replaced by real start sets: reach the plan exactly.
         let (finalPlan, tracks) = try budget.plan()
@@ -175,18 +175,29 @@ public struct Sync: Sendable {
         var changed: [String: RemoteFile] = [:]
         var deletions: [RemoteDeletion] = []
         var skipped: Set<String> = []
+        // Listed files the filters exclude: not indexed, and not gone either.
+        var excluded: Set<String> = []
+        let now = Date()
         let outdated = try cache.outdatedPaths(remote: remote)
-        for try await page in provider.listAudio(cursor: try cache.cursor(remote: remote)) {
+        for try await page in provider.listAudio(cursor: try storedCursor()) {
             kind = page.kind
             if let c = page.cursor { survey.cursor = c }
             skipped.formUnion(page.skippedFolders)
+            var upserts = page.upserts
+            if !options.filters.isEmpty {
+                upserts = upserts.filter { file in
+                    if options.keeps(file, now: now) { return true }
+                    excluded.insert(file.path)
+                    return false
+                }
+            }
             switch page.kind {
             case .full:
                 // A path listed twice keeps its first entry.
-                let fresh = page.upserts.filter { survey.present.insert($0.path).inserted }
+                let fresh = upserts.filter { survey.present.insert($0.path).inserted }
                 try plan(fresh, recording: recording, outdated: outdated, into: &survey.plan)
             case .changes:
-                for file in page.upserts { changed[file.path] = file }
+                for file in upserts { changed[file.path] = file }
                 deletions += page.deletions
             }
         }
@@ -195,7 +206,7 @@ public struct Sync: Sendable {
         survey.unreadableFolders = skipped.sorted()
         switch kind {
         case .full:
-            var gone = try cache.knownPaths(remote: remote).subtracting(survey.present)
+            var gone = try cache.knownPaths(remote: remote).subtracting(survey.present).subtracting(excluded)
             if !skipped.isEmpty {
                 // Files under folders the provider could not read this time are kept as they were.
                 let kept = gone.filter { path in skipped.contains { Self.isUnder(path, $0) } }
@@ -232,7 +243,8 @@ public struct Sync: Sendable {
             try plan(upserts, recording: recording, outdated: outdated, into: &survey.plan)
             // Tracks an earlier pull left incomplete, which this feed does not mention, are fetched too.
             for entry in try cache.incompleteEntries(remote: remote)
-            where changed[entry.path] == nil && !gone.contains(entry.path) && selection.selects(entry.path) {
+            where changed[entry.path] == nil && !gone.contains(entry.path) && selection.selects(entry.path)
+                && !excluded.contains(entry.path) && options.keeps(entry.file, now: now) {
                 survey.plan.fetch.append(.init(file: entry.file, missingBytes: entry.file.size - entry.presentBytes,
                                                changed: entry.outdatedTrackBytes > 0))
             }
@@ -244,6 +256,14 @@ public struct Sync: Sendable {
         survey.plan.fetch.sort { $0.file.path < $1.file.path }
         events(.listed(remote: remote, files: survey.present.count, kind: kind))
         return survey
+    }
+
+    /// The stored change cursor when it was stored under the same filters (`SyncOptions.cursorScope`), else nil
+    /// (a full listing).
+    private func storedCursor() throws -> String? {
+        guard let stored = try cache.cursor(remote: remote), let scope = options.cursorScope else { return nil }
+        if scope.isEmpty { return stored.hasPrefix("filtered-") ? nil : stored }
+        return stored.hasPrefix(scope) ? String(stored.dropFirst(scope.count)) : nil
     }
 
     /// Plans `files` (listed now) against the index and, with `recording`, records them: new and changed files

@@ -20,6 +20,10 @@ public struct SyncOptions: Sendable {
     /// Only files equal to or under these paths (relative to the remote's root, or prefixed with the remote's
     /// name; see ``PathSelection``); empty = everything.
     public var paths: [String]
+    /// Which listed files this pull considers (the remote's configured filter, the command line's): a file must
+    /// pass every one. They apply to the listing before the index, so an excluded file is neither indexed,
+    /// fetched nor removed; a cached track that becomes excluded stays as it is.
+    public var filters: [PathFilter]
     /// Plan only: change nothing, fetch nothing.
     public var dryRun: Bool
     /// Wait for another run's pull lock instead of failing with `.locked`.
@@ -32,7 +36,8 @@ public struct SyncOptions: Sendable {
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
                 headBytes: Int64 = 512 << 10, headSeconds: Double = 10, budget: BudgetSettings? = nil,
-                paths: [String] = [], dryRun: Bool = false, waitForLock: Bool = false, order: FetchOrder? = nil) {
+                paths: [String] = [], filters: [PathFilter] = [], dryRun: Bool = false, waitForLock: Bool = false,
+                order: FetchOrder? = nil) {
         self.jobs = max(1, jobs)
         self.chunkSize = max(64 << 10, chunkSize)
         self.segments = max(1, segments)
@@ -41,6 +46,7 @@ public struct SyncOptions: Sendable {
         self.headSeconds = max(0, headSeconds)
         self.budget = budget ?? BudgetSettings(estimate: StartSets.estimator(headBytes: max(0, headBytes), headSeconds: max(0, headSeconds)))
         self.paths = paths
+        self.filters = filters.filter { !$0.isEmpty }
         self.dryRun = dryRun
         self.waitForLock = waitForLock
         self.order = order
@@ -49,6 +55,28 @@ public struct SyncOptions: Sendable {
     /// Estimated start-set bytes of a track not analysed yet (for ``BudgetSettings/estimate``).
     public static func startSetEstimator(headBytes: Int64, headSeconds: Double) -> @Sendable (Int64, String, String?) -> Int64 {
         StartSets.estimator(headBytes: headBytes, headSeconds: headSeconds)
+    }
+
+    /// Whether `file` passes every filter (its modification time against `now`).
+    public func keeps(_ file: RemoteFile, now: Date) -> Bool {
+        filters.allSatisfy { $0.includes(file.path, size: file.size, modified: file.modified, now: now) }
+    }
+
+    /// What the stored change cursor is tied to: a cursor stored under other filters (or none) did not see the
+    /// files these filters now let in, so it is not used. nil when no cursor may be stored at all: `min_age`
+    /// lets files in as they age, which no change feed reports.
+    var cursorScope: String? {
+        if filters.isEmpty { return "" }
+        if filters.contains(where: { $0.minAge != nil }) { return nil }
+        var text = ""
+        for filter in filters {
+            text += "[\(filter.ignoreCase)|\(filter.minSize ?? -1)|\(filter.maxSize ?? -1)|\(filter.maxAge ?? -1)"
+            for rule in filter.rules { text += (rule.include ? "|+" : "|-") + rule.pattern }
+            text += "]"
+        }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return "filtered-" + String(hash, radix: 16) + ":"
     }
 }
 

@@ -22,9 +22,11 @@ struct CLI {
         var stderr: String
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> Result {
+    /// `program` replaces the executable, e.g. `/usr/bin/timeout` with cloudsync among the arguments.
+    static func run(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
+                    program: URL? = nil) throws -> Result {
         let process = Process()
-        process.executableURL = executable
+        process.executableURL = program ?? executable
         process.arguments = arguments
         var env = ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory(), "NO_COLOR": "1"]
         env.merge(environment) { $1 }

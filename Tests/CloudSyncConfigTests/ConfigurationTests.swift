@@ -154,7 +154,8 @@ struct ConfigurationTests {
         ("[remote.a]\nprovider = \"webdav\"\nurl = \"https://x.org\"\nacknowledge_abuse = true", "t.toml:4:1: key 'acknowledge_abuse' applies only to gdrive remotes, and \"a\" is a webdav remote"),
         ("[remote.a]\nprovider = \"gdrive\"\nacknowledge_abuse = \"yes\"", "t.toml:3:21: acknowledge_abuse must be a boolean (true or false), got string"),
         ("[remote.a]\nprovider = \"webdav\"\nurl = \"https://x.org\"\nauth = \"digest\"", "t.toml:4:8: auth must be one of \"basic\", \"bearer\", \"oauth\", got \"digest\""),
-        ("[remote.a]\nprovider = \"dropbox\"\nclient_secret = \"env:NOPE\"", "t.toml:3:17: remote.a.client_secret refers to environment variable NOPE, which is not set; export NOPE or write the value here"),
+        // Secrets (client_secret, password, …) are resolved per remote when used (SecretsAndPathsTests); other keys at once.
+        ("[remote.a]\nprovider = \"dropbox\"\nclient_id = \"env:NOPE\"", "t.toml:3:13: remote.a.client_id refers to environment variable NOPE, which is not set; export NOPE or write the value here"),
         ("[remote.a]\nprovider = \"dropbox\"\nclient_id = \"env:\"", "t.toml:3:13: remote.a.client_id says env: but names no variable; write env:VARIABLE"),
         ("[audio]\nextensions = \"mp3\"", "t.toml:2:14: extensions must be an array of strings like [\"mp3\", \"flac\"], got string"),
         ("[audio]\nextensions = [\"mp3\", 3]", "t.toml:2:22: extensions must contain only strings, got integer"),
@@ -235,6 +236,7 @@ struct ConfigurationTests {
         ("\"300\"", 300), ("\"10 gib\"", 10 << 30), ("\"1k\"", 1024), ("\"2TB\"", 2_000_000_000_000), ("4096", 4096),
         ("\"0\"", nil), ("0", nil), ("-5", nil), ("\"-1MiB\"", nil), ("\"MiB\"", nil), ("\"1e999\"", nil),
         ("\"\"", nil), ("\"8 MiBs\"", nil), ("\"9000000TiB\"", nil), ("8.5", nil),
+        ("\"1048576TiB\"", 1 << 60), ("\"1048577TiB\"", nil), ("9223372036854775807", nil), ("\"9223372036854775807\"", nil),
     ]
 
     @Test("sizes: units, spaces, bare bytes; zero, negative, empty and overflowing sizes rejected", arguments: sizes)
@@ -251,6 +253,8 @@ struct ConfigurationTests {
         ("\"90d\"", 7_776_000), ("\"12h\"", 43200), ("\"30m\"", 1800), ("\"45s\"", 45), ("\"1.5h\"", 5400),
         ("\"2w\"", 1_209_600), ("\"45\"", 45), ("60", 60), ("\"D\"", nil), ("\"0s\"", nil), ("\"-5s\"", nil),
         ("\"\"", nil), ("\"5 days\"", nil), ("0", nil), ("1.5", nil),
+        ("\"36525d\"", 36525 * 86400), ("\"36526d\"", nil), ("\"9223372036854775807d\"", nil),
+        ("9223372036854775807", nil), ("\"1e308w\"", nil),
     ]
 
     @Test("durations: s m h d w and bare seconds; zero, negative and unknown units rejected", arguments: durations)

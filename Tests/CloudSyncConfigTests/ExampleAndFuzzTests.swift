@@ -5,31 +5,8 @@ import Foundation
 import Testing
 
 enum Example {
-    static let url = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("config.example.toml")
-
-    static func text() throws -> String { try String(contentsOf: url, encoding: .utf8) }
-
-    /// The example with every commented-out key, section and array continuation switched on.
-    static func uncommented() throws -> String {
-        var out: [String] = []
-        var continuing = false
-        for line in try text().components(separatedBy: "\n") {
-            let rest = line.hasPrefix("# ") ? String(line.dropFirst(2)) : nil
-            if let rest, let first = rest.first, first != " ", first != "#",
-               rest.contains(" = ") || rest.hasPrefix("[") {
-                out.append(rest)
-                continuing = rest.hasSuffix(",")
-            } else if continuing, let rest {
-                out.append(rest)
-                continuing = rest.hasSuffix(",")
-            } else {
-                out.append(line)
-            }
-        }
-        return out.joined(separator: "\n")
-    }
+    static func text() throws -> String { try ConfigExample.text() }
+    static func uncommented() throws -> String { try ConfigExample.uncommented() }
 
     static let environment = [
         "HOME": "/home/tester", "DROPBOX_CLIENT_ID": "d", "GDRIVE_CLIENT_ID": "g", "GDRIVE_CLIENT_SECRET": "gs",
@@ -69,7 +46,8 @@ struct ExampleConfigurationTests {
         let keys = ["dir", "max_size", "min_free", "max_age", "checkpoint", "head_seconds", "jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first", "api_timeout",
                     "extensions", "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url",
                     "client_id", "client_secret", "access_token", "refresh_token", "url", "user", "password",
-                    "password_command", "auth", "acknowledge_abuse"]
+                    "password_command", "auth", "acknowledge_abuse", "include", "exclude", "filter_from", "ignore_case",
+                    "min_size", "min_age"]
         for key in keys {
             #expect(text.contains("\(key) = "), "config.example.toml does not mention \(key)")
         }
@@ -78,9 +56,6 @@ struct ExampleConfigurationTests {
 
 @Suite("Fuzzed configuration")
 struct FuzzTests {
-    /// Bytes that matter to TOML's grammar, to make mutations hit interesting paths.
-    static let interesting: [UInt8] = Array("[]{}=\"'.,#\\\n\r\t 0123456789+-_:eExobTZ".utf8) + [0x00, 0x7F, 0xC3, 0xA9, 0xFF, 0xEF]
-
     @Test("random byte mutations of config.example.toml never crash: they parse or throw a positioned ConfigError")
     func mutations() throws {
         let seed = ProcessInfo.processInfo.environment["CLOUDSYNC_FUZZ_SEED"].flatMap(UInt64.init)
@@ -91,20 +66,7 @@ struct FuzzTests {
         var parsed = 0
         var rejected = 0
         for iteration in 0..<3000 {
-            var bytes = original
-            for _ in 0..<Int.random(in: 1...6, using: &random) {
-                let at = Int.random(in: 0..<max(1, bytes.count), using: &random)
-                switch Int.random(in: 0..<5, using: &random) {
-                case 0 where !bytes.isEmpty: bytes[at] = UInt8.random(in: 0...255, using: &random)
-                case 1: bytes.insert(Self.interesting.randomElement(using: &random) ?? 0, at: min(at, bytes.count))
-                case 2 where !bytes.isEmpty: bytes.remove(at: at)
-                case 3 where bytes.count > 2:
-                    let end = min(bytes.count, at + Int.random(in: 1...40, using: &random))
-                    bytes.insert(contentsOf: bytes[at..<end], at: Int.random(in: 0...bytes.count, using: &random))
-                default:
-                    if at < bytes.count { bytes[at] = Self.interesting.randomElement(using: &random) ?? 0 }
-                }
-            }
+            let bytes = ConfigExample.mutate(original, using: &random)
             do {
                 let table = try TOMLParser.parse(bytes: bytes, file: "fuzz.toml")
                 _ = try Configuration(table: table, file: "fuzz.toml", environment: Example.environment)

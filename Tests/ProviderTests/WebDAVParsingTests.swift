@@ -208,6 +208,10 @@ struct WebDAVUnitTests {
         if c.0 == 429 || c.0 == 503 { #expect(error?.retryAfter == 7) }
         if c.0 == 401 {
             #expect(error?.message == "WebDAV server at h.example refused the credentials for remote music: check user/password (or password_command)")
+            let none = WebDAVProvider.classify(HTTPResponse(head: head, body: Data()), host: "h.example", remoteName: "music",
+                                               sentCredentials: false)
+            #expect(none?.code == .unauthorized)
+            #expect(none?.message == "WebDAV server at h.example asks for a password and remote music has none: run cloudsync login music (or set password / password_command)")
         }
     }
 
