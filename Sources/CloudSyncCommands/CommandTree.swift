@@ -59,6 +59,7 @@ enum CommandTree {
             .value("order", "KEY", "Order of work: name, size, modified or added, optionally ,asc or ,desc (default: the "
                 + "budget's priority; which tracks fit does not change). Defaults: name and size ascending, the others newest first."),
             .flag("json", "Print a JSON summary on stdout."),
+            .flag("no-delete", "Keep cached tracks whose remote file is gone (ls shows them as deleted remotely; pull.delete = false always)."),
         ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root).", optional: true, repeats: true)]
     )

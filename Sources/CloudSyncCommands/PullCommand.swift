@@ -72,6 +72,7 @@ struct PullCommand {
                     let built = try factory.make(remote, retries: retries)
                     var remoteOptions = options
                     remoteOptions.filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
+                    remoteOptions.delete = settings.delete && !args.has("no-delete")
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
                                     transport: transport, pacer: built.pacer, cache: cache, options: remoteOptions,
                                     logger: context.logger, events: renderer.handle)
