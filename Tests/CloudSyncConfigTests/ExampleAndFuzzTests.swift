@@ -51,6 +51,12 @@ struct ExampleConfigurationTests {
         for key in keys {
             #expect(text.contains("\(key) = "), "config.example.toml does not mention \(key)")
         }
+        // README's key table (#20.15) names each of them too, as `section.key` or `key` in a remote's row.
+        let readme = try String(contentsOf: ConfigExample.url.deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let rows = readme.components(separatedBy: "\n").filter { $0.hasPrefix("| `") }
+        for key in keys {
+            #expect(rows.contains { $0.contains(".\(key)`") || $0.contains("`\(key)`") }, "README's key table does not name \(key)")
+        }
     }
 }
 
