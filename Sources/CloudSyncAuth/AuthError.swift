@@ -15,7 +15,8 @@ public struct AuthError: Error, Sendable, CustomStringConvertible, ExitCodeProvi
         case expired
         /// The pasted code or a refresh token was refused (`invalid_grant`), or a password was wrong (exit 4).
         case invalidGrant
-        /// The endpoint could not be reached or kept failing (exit 4: nothing was stored, log in again).
+        /// The endpoint could not be reached or kept failing (exit 5, like any unavailable remote: nothing was
+        /// stored; log in again once the network is back).
         case network
         /// An endpoint answered something that does not follow OAuth 2 / the provider's API (exit 4).
         case invalidResponse
@@ -43,7 +44,8 @@ public struct AuthError: Error, Sendable, CustomStringConvertible, ExitCodeProvi
         switch code {
         case .missingClientID, .configuration: .config
         case .storage: .ioError
-        case .denied, .expired, .invalidGrant, .network, .invalidResponse, .verificationFailed, .noInput: .auth
+        case .network: .unavailable
+        case .denied, .expired, .invalidGrant, .invalidResponse, .verificationFailed, .noInput: .auth
         }
     }
 }

@@ -273,6 +273,15 @@ public final class Cache: Sendable {
         try row(remote: remote, path: path).map(info)
     }
 
+    /// The partial file holding the present bytes of an incomplete entry (`partial/<id>-<generation>.part`, a
+    /// sparse file), or nil when the entry is unknown or has no partial file. For people (`cache path`): a
+    /// reader must go through ``EntryReader``, which knows which of its bytes the index vouches for.
+    public func partialURL(remote: String, path: String) throws(CacheError) -> URL? {
+        guard let row = try row(remote: remote, path: path), row.state != .complete else { return nil }
+        let url = root.appendingPathComponent("partial/\(Cache.partialName(id: row.id, generation: row.generation))", isDirectory: false)
+        return access(url.path, F_OK) == 0 ? url : nil
+    }
+
     /// Paths of every entry of `remote`, for mark-and-sweep after a full listing.
     public func knownPaths(remote: String) throws(CacheError) -> Set<String> {
         try withDatabase { db throws(CacheError) in

@@ -149,12 +149,16 @@ public struct RemoteStatus: Sendable, Hashable {
 
 /// The result of ``Cache/verify(hasher:)``.
 public struct VerifyReport: Sendable, Hashable {
-    /// Complete files whose hash was checked.
+    /// Complete files checked (size, and hash when the provider gives one).
     public var checked: Int = 0
-    /// Complete files without a provider hash (not checked).
+    /// Complete files without a provider hash: only their size was compared.
     public var skippedNoHash: Int = 0
     /// Remote paths (`remote:path`) whose bytes did not match: the file was deleted and marked missing.
     public var mismatched: [String] = []
+    /// Remote paths whose file had another size than the remote's (truncated, grown): deleted and marked missing.
+    public var wrongSize: [String] = []
+    /// Remote paths whose file's modification time is not the remote's (touched or copied over): reported only.
+    public var mtimeDrift: [String] = []
     /// Remote paths whose complete file had vanished from `tracks/`: marked missing.
     public var vanished: [String] = []
 }

@@ -188,3 +188,8 @@ final class Database {
         return statement
     }
 }
+
+extension Cache {
+    /// The version of the SQLite library loaded at run time, e.g. `3.40.1` (`sqlite3_libversion(3)`).
+    public static var sqliteVersion: String { String(cString: sqlite3_libversion()) }
+}

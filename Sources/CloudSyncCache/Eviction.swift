@@ -36,9 +36,45 @@ extension Cache {
         return report
     }
 
-    /// Re-hashes every complete file that has a provider hash with `hasher` (given the track's URL and the
-    /// expected hash; returns the computed value). A mismatch or a vanished file is repaired: the file is
-    /// deleted and the entry marked missing, so the next pull fetches it again.
+    /// Drops the cached bytes (track, partial file, older version) of the entries at `paths` of `remote` (each a
+    /// file, or a folder: everything under it), pinned ones included; the entries stay in the index, missing, so
+    /// the next pull fetches them again. `cache rm` and `pull --refetch`. An entry another process is writing is
+    /// left as it is and reported in `skippedBusy`.
+    public func dropBytes(remote: String, paths: [String]) throws(CacheError) -> EvictionReport {
+        var rows: [IndexRow] = []
+        var seen: Set<Int64> = []
+        try withDatabase { db throws(CacheError) in
+            for path in paths {
+                let trimmed = path.split(separator: "/").joined(separator: "/")
+                let found = try db.query("""
+                    SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND present_bytes + track_bytes > 0
+                        AND (? = '' OR path = ? OR (path >= ? AND path < ?))
+                    """, [.text(remote), .text(trimmed), .text(trimmed), .text(trimmed + "/"), .text(trimmed + "0")], IndexRow.init)
+                rows += found.filter { seen.insert($0.id).inserted }
+            }
+        }
+        var report = EvictionReport(dryRun: false)
+        report.bytesBefore = rows.reduce(0) { $0.addingSaturating($1.presentBytes).addingSaturating($1.trackBytes) }
+        report.bytesAfter = report.bytesBefore
+        for row in rows {
+            let bytes = row.presentBytes.addingSaturating(row.trackBytes)
+            guard try drop(row, dryRun: false) else {
+                report.skippedBusy.append("\(row.remote):\(row.path)")
+                continue
+            }
+            report.bytesAfter -= bytes
+            report.evicted.append(EvictedEntry(remote: row.remote, path: row.path, bytes: bytes,
+                                               lastAccess: Date(timeIntervalSince1970: row.lastAccess), reason: "rm"))
+        }
+        return report
+    }
+
+    /// Checks every complete file: its size against the listed size, then its bytes against the provider's hash
+    /// with `hasher` (given the track's URL and the expected hash; returns the computed value) when the provider
+    /// gives one. A wrong size, a mismatch or a vanished file is repaired: the file is deleted and the entry
+    /// marked missing, so the next pull fetches it again. A modification time that differs from the remote's is
+    /// reported, not repaired. A track removed meanwhile by another process (`cache evict`, `clear`, a pull
+    /// replacing it) is not reported: its entry no longer says it is complete.
     public func verify(hasher: (URL, ContentHash) throws -> String) throws -> VerifyReport {
         let rows = try withDatabase { db throws(CacheError) in
             try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE state = 2 ORDER BY remote, path", [], IndexRow.init)
@@ -46,25 +82,58 @@ extension Cache {
         var report = VerifyReport()
         for row in rows {
             let url = tracksURL.appendingPathComponent(row.localPath, isDirectory: false)
+            let name = "\(row.remote):\(row.path)"
             var st = stat()
             if lstat(url.path, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG {
-                report.vanished.append("\(row.remote):\(row.path)")
+                if try stillComplete(row) {
+                    report.vanished.append(name)
+                    _ = try drop(row, dryRun: false)
+                }
+                continue
+            }
+            if Int64(st.st_size) != row.file.size {
+                guard try stillComplete(row) else { continue }
+                report.checked += 1
+                report.wrongSize.append(name)
+                logger.warning("\(name) has \(st.st_size) bytes on disk, the remote file \(row.file.size); removed")
                 _ = try drop(row, dryRun: false)
                 continue
             }
+            let mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+            let drifted = abs(mtime - row.file.modified.timeIntervalSince1970) > 2
             guard let expected = row.file.preferredHash else {
+                report.checked += 1
                 report.skippedNoHash += 1
+                if drifted { report.mtimeDrift.append(name) }
                 continue
+            }
+            let computed: String
+            do {
+                computed = try hasher(url, expected)
+            } catch {
+                // Removed while it was being read: not an error of the cache.
+                if access(url.path, F_OK) != 0, try !stillComplete(row) { continue }
+                throw error
             }
             report.checked += 1
-            let computed = try hasher(url, expected)
-            if !expected.matches(computed) {
-                report.mismatched.append("\(row.remote):\(row.path)")
-                logger.warning("\(row.remote):\(row.path) does not match its \(expected.kind.rawValue) hash; removed")
+            if !expected.matches(computed), try stillComplete(row) {
+                report.mismatched.append(name)
+                logger.warning("\(name) does not match its \(expected.kind.rawValue) hash; removed")
                 _ = try drop(row, dryRun: false)
+            } else if drifted {
+                report.mtimeDrift.append(name)
             }
         }
         return report
+    }
+
+    /// Whether the index still says `row` is complete in the same generation (nobody evicted or replaced it).
+    private func stillComplete(_ row: IndexRow) throws(CacheError) -> Bool {
+        let now = try withDatabase { db throws(CacheError) in
+            try db.query("SELECT state, generation FROM files WHERE id = ?", [.int(row.id)]) { ($0.int(0), $0.int(1)) }
+        }
+        guard let (state, generation) = now.first else { return false }
+        return state == 2 && generation == row.generation
     }
 
     /// Deletes one entry's bytes under its writer lock (non-blocking); false if another writer holds it.

@@ -7,7 +7,8 @@ struct OptionSpec: Sendable {
         case flag
         /// `--jobs N` or `--jobs=N`; may be repeated when `repeats`.
         case value(name: String)
-        /// `--head-first` or `--head-first=SIZE` (the value only with `=`).
+        /// `--head-first` or `--head-first=SIZE`; also `--head-first SIZE` when the next argument is accepted by
+        /// `takesNext` (it looks like a SIZE, not a PATH).
         case optionalValue(name: String)
     }
 
@@ -16,6 +17,8 @@ struct OptionSpec: Sendable {
     var kind: Kind
     var help: String
     var repeats = false
+    /// For an optional value: whether the argument after the option is its value (else it is left alone).
+    var takesNext: (@Sendable (String) -> Bool)?
 
     static func flag(_ long: String, short: Character? = nil, _ help: String) -> OptionSpec {
         OptionSpec(long: long, short: short, kind: .flag, help: help)
@@ -25,8 +28,9 @@ struct OptionSpec: Sendable {
         OptionSpec(long: long, short: short, kind: .value(name: valueName), help: help)
     }
 
-    static func optionalValue(_ long: String, _ valueName: String, _ help: String) -> OptionSpec {
-        OptionSpec(long: long, short: nil, kind: .optionalValue(name: valueName), help: help)
+    static func optionalValue(_ long: String, _ valueName: String, _ help: String,
+                              takesNext: (@Sendable (String) -> Bool)? = nil) -> OptionSpec {
+        OptionSpec(long: long, short: nil, kind: .optionalValue(name: valueName), help: help, takesNext: takesNext)
     }
 
     var usageText: String {
@@ -164,7 +168,13 @@ struct ArgumentParser {
                 switch spec.kind {
                 case .flag: try store(spec, inline)
                 case .value: try store(spec, inline ?? needValue(spec))
-                case .optionalValue: try store(spec, inline)
+                case .optionalValue:
+                    if inline == nil, index + 1 < arguments.count, let takesNext = spec.takesNext, takesNext(arguments[index + 1]) {
+                        index += 1
+                        try store(spec, arguments[index])
+                    } else {
+                        try store(spec, inline)
+                    }
                 }
             } else {
                 // Short options, possibly bundled: -vq
@@ -185,9 +195,9 @@ struct ArgumentParser {
             index += 1
         }
 
-        if result.wantsHelp { return result }
+        // Like --help, --version stands anywhere and needs nothing else.
+        if result.wantsHelp || result.flags.contains("version") { return result }
         if !command.subcommands.isEmpty, command.positionals.isEmpty {
-            if result.commandPath.isEmpty && result.flags.contains("version") { return result }
             throw UsageError(message: "cloudsync: '\(([root.name] + result.commandPath).joined(separator: " "))' needs a command: \(command.subcommands.map(\.name).joined(separator: ", "))",
                              hint: hint())
         }
@@ -212,24 +222,7 @@ struct ArgumentParser {
     }
 }
 
-/// The candidate closest to `word` by edit distance, when close enough to be a plausible typo.
+/// The candidate closest to `word`, when close enough to be a plausible typo (``Suggestion/closest(to:among:)``).
 func nearest(_ word: String, in candidates: [String]) -> String? {
-    let scored = candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
-    guard let best = scored.min(by: { $0.1 < $1.1 }), best.1 <= max(2, word.count / 3) else { return nil }
-    return best.0
-}
-
-func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a), b = Array(b)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    for i in 1...a.count {
-        var current = [i] + Array(repeating: 0, count: b.count)
-        for j in 1...b.count {
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        previous = current
-    }
-    return previous[b.count]
+    Suggestion.closest(to: word, among: candidates)
 }

@@ -13,6 +13,8 @@ struct CacheCommand {
         let setup = Setup(context: context)
         let config = try setup.configuration()
         let console = context.console
+        // -q: errors only. Reports a command exists for (status, verify, path) still print.
+        let quiet = context.arguments.has("quiet")
         if sub == "path" && context.arguments.positionals.isEmpty {
             console.out(config.cache.dir.path + "\n")
             return .ok
@@ -49,7 +51,7 @@ struct CacheCommand {
 
                 """
                 for r in s.remotes {
-                    text += "\(r.remote): \(r.tracks) tracks, \(r.complete) complete, \(r.headOnly) head only, "
+                    text += "\(TerminalText.escape(r.remote)): \(counted(r.tracks, "track")), \(r.complete) complete, \(r.headOnly) head only, "
                         + "\(r.partial) partial, \(r.missing) missing; \(ByteSize.format(r.bytesPresent)) of \(ByteSize.format(r.libraryBytes))\n"
                 }
                 console.out(text)
@@ -58,27 +60,33 @@ struct CacheCommand {
             let dryRun = context.arguments.has("dry-run")
             let (plan, tracks) = try budget(config, cache).plan()
             let report = try budget(config, cache).reduce(to: plan, tracks: tracks, dryRun: dryRun)
-            for e in report.items {
+            for e in report.items where !quiet {
                 let verb = e.action == "head" ? (dryRun ? "would shrink" : "shrunk") : (dryRun ? "would evict" : "evicted")
-                console.out("\(verb.rightPad(12)) \(ByteSize.format(e.bytes).leftPad(9))  \(e.remote)/\(e.path)\(e.action == "head" ? "  (keeps its head)" : "")\n")
+                console.out("\(verb.rightPad(12)) \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\(e.action == "head" ? "  (keeps its head)" : "")\n")
             }
-            for busy in report.busy { console.err("cloudsync: \(busy) is being written by another process; left as it is\n") }
+            for busy in report.busy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
             let after = try cache.heldBytes()
-            console.out("\(report.items.count) tracks, \(ByteSize.format(report.freedBytes)) \(dryRun ? "would be freed" : "freed"); "
-                + "cache now \(ByteSize.format(dryRun ? after - report.freedBytes : after)) of a \(ByteSize.format(plan.budget)) budget\n")
+            if !quiet { console.out("\(counted(report.items.count, "track")), \(ByteSize.format(report.freedBytes)) \(dryRun ? "would be freed" : "freed"); "
+                + "cache now \(ByteSize.format(dryRun ? after - report.freedBytes : after)) of a \(ByteSize.format(plan.budget)) budget\n") }
         case "verify":
             let report = try cache.verify { url, expected in try hashFile(at: url, kind: expected.kind) }
             if context.json {
                 let object: [String: Any] = ["checked": report.checked, "skipped_no_hash": report.skippedNoHash,
-                                             "mismatched": report.mismatched, "vanished": report.vanished]
+                                             "mismatched": report.mismatched, "vanished": report.vanished,
+                                             "wrong_size": report.wrongSize, "mtime_drift": report.mtimeDrift]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 console.out(String(decoding: data, as: UTF8.self) + "\n")
             } else {
-                for m in report.mismatched { console.out("mismatch  \(m)  (removed; the next pull fetches it again)\n") }
-                for v in report.vanished { console.out("missing   \(v)  (marked for refetch)\n") }
-                console.out("\(report.checked) checked, \(report.mismatched.count) mismatched, \(report.vanished.count) missing, \(report.skippedNoHash) without a hash\n")
+                let e = TerminalText.escape
+                for m in report.mismatched { console.out("mismatch  \(e(m))  (removed; the next pull fetches it again)\n") }
+                for m in report.wrongSize { console.out("size      \(e(m))  (not the remote's size; removed, the next pull fetches it again)\n") }
+                for v in report.vanished { console.out("missing   \(e(v))  (marked for refetch)\n") }
+                for d in report.mtimeDrift { console.out("mtime     \(e(d))  (modified time differs from the remote's; bytes kept)\n") }
+                console.out("\(report.checked) checked, \(report.mismatched.count) mismatched, \(report.wrongSize.count) of the wrong size, "
+                    + "\(report.vanished.count) missing, \(report.mtimeDrift.count) with another mtime; "
+                    + "\(report.skippedNoHash) without a hash (size compared)\n")
             }
-            return report.mismatched.isEmpty && report.vanished.isEmpty ? .ok : .partialFailure
+            return report.mismatched.isEmpty && report.vanished.isEmpty && report.wrongSize.isEmpty ? .ok : .partialFailure
         case "pin", "unpin":
             let remote = try singleRemote(config)
             // pin takes the filter flags (unpin does not): only the tracks under PATH that pass them.
@@ -96,7 +104,7 @@ struct CacheCommand {
                 for m in matches {
                     if sub == "pin" { try cache.pin(remote: remote, path: m.path) } else { try cache.unpin(remote: remote, path: m.path) }
                 }
-                console.out("\(sub == "pin" ? "pinned" : "unpinned") \(matches.count) track\(matches.count == 1 ? "" : "s") under \(remote)/\(trimmed)\n")
+                if !quiet { console.out("\(sub == "pin" ? "pinned" : "unpinned") \(counted(matches.count, "track")) under \(TerminalText.escape("\(remote)/\(trimmed)"))\n") }
             }
         case "clear":
             let remote = context.arguments.value("remote")
@@ -113,17 +121,50 @@ struct CacheCommand {
                 }
             }
             let report = try cache.clear(remote: remote)
-            console.out("cleared \(report.evicted.count) tracks (\(ByteSize.format(report.freedBytes))); pinned tracks kept: \(report.keptPinned)\n")
+            if !quiet { console.out("cleared \(counted(report.evicted.count, "track")) (\(ByteSize.format(report.freedBytes))); pinned tracks kept: \(report.keptPinned)\n") }
         case "path":
             let args = context.arguments.positionals
             guard args.count == 2 else {
                 throw UsageError(message: "cloudsync: cache path takes no argument or REMOTE PATH", hint: "Run 'cloudsync cache path --help' for usage.")
             }
+            try Setup.checkRemoteName(args[0], in: config, option: "")
             guard let entry = try cache.entry(remote: args[0], path: args[1].trimmingCharacters(in: CharacterSet(charactersIn: "/"))) else {
                 throw CacheError(.notFound, "no track '\(args[1])' in remote '\(args[0])'; see 'cloudsync ls --offline'")
             }
-            console.out(entry.localURL.path + "\n")
-            return entry.state == .complete ? .ok : .partialFailure
+            if entry.state == .complete {
+                console.out(entry.localURL.path + "\n")
+                return .ok
+            }
+            // Not complete: nothing is printed on stdout (a script must not open a file that is not there).
+            let name = TerminalText.escape("\(args[0])/\(entry.path)")
+            var text = "cloudsync: \(name) is not complete: "
+            if entry.presentBytes > 0, let partial = try cache.partialURL(remote: args[0], path: entry.path) {
+                text += "\(ByteSize.format(entry.presentBytes)) of \(ByteSize.format(entry.file.size)) are in \(partial.path) "
+                    + "(a sparse file: the holes are zeros, not audio)"
+            } else {
+                text += "no byte of it is cached"
+            }
+            if entry.outdatedTrackBytes > 0 { text += "; \(entry.localURL.path) holds an older version" }
+            text += ". Play it through 'cloudsync serve', or fetch it with 'cloudsync pull --remote \(args[0]) \(entry.path)'.\n"
+            console.err(text)
+            return .partialFailure
+        case "rm":
+            let remote = try singleRemote(config)
+            let paths = context.arguments.positionals.map { $0.split(separator: "/").joined(separator: "/") }
+            let known = try cache.knownPaths(remote: remote)
+            let selection = PathSelection(paths, remote: remote)
+            if let miss = selection.unmatched(in: known).first {
+                throw UsageError(message: "cloudsync: no track or folder '\(miss.path)' in remote '\(remote)'"
+                    + (miss.closest.map { " (the closest is '\($0)')" } ?? ""),
+                    hint: "See 'cloudsync ls --offline --remote \(remote)'.")
+            }
+            let report = try cache.dropBytes(remote: remote, paths: known.filter(selection.selects).sorted())
+            for e in report.evicted where !quiet { console.out("removed  \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\n") }
+            for busy in report.skippedBusy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
+            if !context.arguments.has("quiet") {
+                console.err("\(counted(report.evicted.count, "track")), \(ByteSize.format(report.freedBytes)) freed; they stay listed as missing and the next pull fetches them again\n")
+            }
+            return report.skippedBusy.isEmpty ? .ok : .partialFailure
         default:
             throw UsageError(message: "cloudsync: unknown cache command '\(sub)'", hint: "Run 'cloudsync cache --help' for usage.")
         }
@@ -136,7 +177,7 @@ struct CacheCommand {
 
     private func singleRemote(_ config: Configuration) throws -> String {
         if let name = context.arguments.value("remote") {
-            _ = try config.select(remote: name, provider: nil)
+            try Setup.checkRemoteName(name, in: config, option: "--remote")
             return name
         }
         guard config.remotes.count == 1, let only = config.remotes.first else {

@@ -1,4 +1,6 @@
+import CloudSyncCache
 import CloudSyncCore
+import CloudSyncHTTP
 import Foundation
 
 /// Entry point of the `cloudsync` executable.
@@ -9,11 +11,8 @@ public enum CommandLineTool {
         let parsed: ParsedArguments
         do {
             parsed = try parser.parse(arguments)
-        } catch let error as UsageError {
-            FileHandle.standardError.write(Data((error.description + "\n").utf8))
-            return ExitCode.usage.rawValue
         } catch {
-            return ExitCode.usage.rawValue
+            return report(error, console: Console(environment: environment, level: .error)).rawValue
         }
         let level: LogLevel = parsed.has("quiet") ? .error : parsed.has("verbose") ? .debug : .info
         let console = Console(environment: environment, level: level)
@@ -22,8 +21,8 @@ public enum CommandLineTool {
             console.out(renderer.render(parser.spec(at: parsed.commandPath), path: parsed.commandPath))
             return ExitCode.ok.rawValue
         }
-        if parsed.has("version") && parsed.commandPath.isEmpty {
-            console.out("cloudsync \(CommandTree.version)\n")
+        if parsed.has("version") {
+            console.out(versionText(verbose: parsed.has("verbose")))
             return ExitCode.ok.rawValue
         }
         let context = CommandContext(arguments: parsed, console: console, environment: environment)
@@ -34,11 +33,35 @@ public enum CommandLineTool {
         }
     }
 
+    /// `cloudsync VERSION`, and with `verbose` the C libraries loaded at run time (what a bug report needs).
+    static func versionText(verbose: Bool) -> String {
+        var text = "cloudsync \(CommandTree.version)\n"
+        if verbose {
+            text += "libcurl \(CurlTransport.libcurlVersion)\nSQLite \(Cache.sqliteVersion)\n\(EVPHasher.openSSLVersion)\n"
+            text += "User-Agent: \(CurlTransportOptions().userAgent)\n"
+        }
+        return text
+    }
+
     /// Prints `error` as one clear line and returns its exit code.
     static func report(_ error: any Error, console: Console) -> ExitCode {
-        let code = (error as? any ExitCodeProviding)?.exitCode ?? .partialFailure
-        console.err("cloudsync: \(console.paint("error:", "31")) \(String(describing: error))\n")
+        let code = (error as? any ExitCodeProviding)?.exitCode ?? (error is UsageError ? .usage : .partialFailure)
+        let lines = message(of: error).split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.escape(String($0)) }
+        var text = "cloudsync: \(console.paint("error:", "31")) \(lines.first ?? "")\n"
+        for line in lines.dropFirst() where !line.isEmpty { text += line + "\n" }
+        console.err(text)
         return code
+    }
+
+    /// What `error` says, without the `cloudsync: ` (and `error: `) its message may begin with: the printer
+    /// adds the program's name once, so a line never reads `cloudsync: error: cloudsync: …`.
+    static func message(of error: any Error) -> String {
+        var text = Substring(String(describing: error))
+        while true {
+            if text.hasPrefix("cloudsync: ") { text = text.dropFirst("cloudsync: ".count); continue }
+            if text.hasPrefix("error: ") { text = text.dropFirst("error: ".count); continue }
+            return String(text)
+        }
     }
 }
 

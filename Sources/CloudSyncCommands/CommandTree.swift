@@ -1,12 +1,14 @@
+import CloudSyncCore
+
 /// Every command, option and help text of `cloudsync`, in one place.
 enum CommandTree {
-    static let version = "0.1.0"
+    static let version = CloudSyncVersion.string
 
     static let globals: [OptionSpec] = [
         .value("config", "PATH", "Configuration file (default: $CLOUDSYNC_CONFIG, else $XDG_CONFIG_HOME/cloudsync/config.toml)."),
         .flag("verbose", short: "v", "More log output on stderr (repeat is not needed; debug level)."),
         .flag("quiet", short: "q", "Print errors only."),
-        .flag("version", "Print the version and exit."),
+        .flag("version", "Print the version and exit, wherever it stands (with -v: also libcurl, SQLite and OpenSSL)."),
     ]
 
     static let remoteSelection: [OptionSpec] = [
@@ -21,14 +23,16 @@ enum CommandTree {
         Lists live from the provider (and refreshes the index) unless --offline or --m3u is given. When the \
         cloud cannot be reached (no network, DNS failure, connection refused) ls retries once, then prints the \
         index's state with a warning and exits 0. Columns: state (cached, head, partial NN%, missing, outdated), \
-        size, modified, duration, path, and "Artist – Title" when tagged. Tags and durations come from the index \
-        (read from each track's start set), so they need no network.
+        size, modified (local time, $TZ), duration, path, and "Artist – Title" when tagged; the count of tracks \
+        follows on stderr. Tags and durations come from the index (read from each track's start set), so they need \
+        no network. A PATH that matches nothing exits 2 with the closest path.
         """,
         options: remoteSelection + [
             .flag("offline", "List from the local index without contacting the provider."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10; when the host cannot be reached at all: 1, then the index is shown)."),
             .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, head_bytes, outdated, local_path, duration_s, tags)."),
             .flag("long", "Add album, hash, MIME type and local path lines."),
+            .flag("tsv", "One tab-separated line per track for scripts: remote, path, state, size (bytes), cached bytes, modified (ISO 8601 UTC)."),
             .value("artist", "TEXT", "Only tracks whose artist or album artist tag contains TEXT (ignoring case)."),
             .value("album", "TEXT", "Only tracks whose album tag contains TEXT (ignoring case)."),
             .value("sort", "KEY", "Order: path (default), artist (then album, disc, track), album (then disc, track), added (newest first)."),
@@ -37,7 +41,7 @@ enum CommandTree {
             .flag("m3u", "Print an extended M3U playlist of URLs served by `cloudsync serve` (127.0.0.1, --port or 8765), from the index: no network."),
             .value("port", "N", "With --m3u: the port of `cloudsync serve` (default 8765)."),
         ] + FilterOptions.specs,
-        positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root).", optional: true, repeats: false)]
+        positionals: [PositionalSpec(name: "PATH", help: "Only files under this path (relative to the remote's root, or REMOTE/PATH as ls prints it).", optional: true, repeats: false)]
     )
 
     static let pull = CommandSpec(
@@ -54,14 +58,20 @@ enum CommandTree {
             .value("segments", "N", "Concurrent ranged requests per file of pull.segment_threshold (64MiB) or more; 1 = one connection per file (default: pull.segments, 4)."),
             .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
-            .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: pull.head_first, 512KiB)."),
-            .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75."),
+            .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: "
+                + "pull.head_first, 512KiB). '--head-first 1MiB' works too: an argument that reads as a size is taken as SIZE, not PATH.",
+                takesNext: { ByteSize.parse($0) != nil }),
+            .flag("refetch", "Drop the cached bytes of the PATHs first, so they are downloaded again (needs PATH)."),
+            .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75 (Ctrl-C or SIGTERM stops waiting: 130, 143)."),
             .value("order", "KEY", "Order of work: name, size, modified or added, optionally ,asc or ,desc (default: the "
                 + "budget's priority; which tracks fit does not change). Defaults: name and size ascending, the others newest first."),
+            .flag("progress", "Draw the live progress frame even when stderr is not a terminal (width: $COLUMNS, else 80); never with TERM=dumb (default: on a terminal)."),
+            .flag("no-progress", "Never draw the live progress frame; print one line per finished file."),
             .flag("json", "Print a JSON summary on stdout."),
             .flag("no-delete", "Keep cached tracks whose remote file is gone (ls shows them as deleted remotely; pull.delete = false always)."),
         ] + FilterOptions.specs,
-        positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root).", optional: true, repeats: true)]
+        positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root, or REMOTE/PATH as ls prints it; "
+            + "case-sensitive). A PATH that matches nothing exits 2 naming the closest path; the others are pulled.", optional: true, repeats: true)]
     )
 
     static let login = CommandSpec(
@@ -87,8 +97,9 @@ enum CommandTree {
                         options: [.flag("json", "Print JSON on stdout.")]),
             CommandSpec(name: "evict", abstract: "Bring the cache down to its plan now (lowest priority first; tracks keep heads).",
                         options: [.flag("dry-run", "Show what would be removed; remove nothing.")]),
-            CommandSpec(name: "verify", abstract: "Re-hash complete tracks against the provider's hashes; mismatches are removed for refetch.",
-                        options: [.flag("json", "Print JSON on stdout.")]),
+            CommandSpec(name: "verify", abstract: "Check complete tracks: size against the listing, bytes against the provider's hash "
+                            + "when it gives one (else size only), mtime drift reported; bad tracks are removed for refetch.",
+                        options: [.flag("json", "Print JSON on stdout (keys: checked, mismatched, wrong_size, vanished, mtime_drift, skipped_no_hash).")]),
             CommandSpec(name: "pin", abstract: "Never evict these tracks.",
                         options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")]
                             + FilterOptions.specs,
@@ -98,7 +109,12 @@ enum CommandTree {
                         positionals: [PositionalSpec(name: "PATH", help: "Track or folder paths relative to the remote's root.", optional: false, repeats: true)]),
             CommandSpec(name: "clear", abstract: "Delete cached tracks and partial files (all remotes, or one).",
                         options: [.value("remote", "NAME", "Only this remote."), .flag("yes", "Do not ask for confirmation.")]),
-            CommandSpec(name: "path", abstract: "Print the cache directory, or the local file of a track.",
+            CommandSpec(name: "rm", abstract: "Drop the cached bytes of tracks or folders (pinned ones too); they stay listed as missing "
+                            + "and the next pull fetches them again.",
+                        options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")],
+                        positionals: [PositionalSpec(name: "PATH", help: "Track or folder paths relative to the remote's root.", optional: false, repeats: true)]),
+            CommandSpec(name: "path", abstract: "Print the cache directory, or the local file of a complete track (exit 0). For a track "
+                            + "not complete: nothing on stdout, stderr says where its bytes are, exit 1.",
                         positionals: [PositionalSpec(name: "REMOTE", help: "A remote's name.", optional: true, repeats: false),
                                       PositionalSpec(name: "PATH", help: "A track's path relative to the remote's root.", optional: true, repeats: false)]),
         ]

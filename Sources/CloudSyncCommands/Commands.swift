@@ -61,9 +61,31 @@ struct Setup {
         try Configuration.load(path: configURL, environment: context.environment)
     }
 
-    /// The remotes chosen by --remote / --provider (all when neither).
+    /// The remotes chosen by --remote / --provider (all when neither). A name or provider the config does not
+    /// have, or both options at once, is a usage error (exit 2) listing what there is.
     func selectedRemotes(_ config: Configuration) throws -> [RemoteConfig] {
-        try config.select(remote: context.arguments.value("remote"), provider: context.arguments.value("provider"))
+        let remote = context.arguments.value("remote"), provider = context.arguments.value("provider")
+        let command = "cloudsync \(context.arguments.commandPath.joined(separator: " "))"
+        if remote != nil && provider != nil {
+            throw UsageError(message: "cloudsync: --remote and --provider exclude each other (a remote has one provider)",
+                             hint: "Give one of them; run '\(command) --help' for usage.")
+        }
+        try Self.checkRemoteName(remote, in: config, option: "--remote")
+        if let provider, ProviderKind(rawValue: provider.lowercased()) == nil {
+            let names = ProviderKind.allCases.map(\.rawValue)
+            let near = nearest(provider, in: names).map { " Did you mean '\($0)'?" } ?? ""
+            throw UsageError(message: "cloudsync: unknown provider '\(provider)'.\(near)", hint: "Providers: \(names.joined(separator: ", ")).")
+        }
+        return try config.select(remote: remote, provider: provider)
+    }
+
+    /// Throws a usage error naming the configured remotes when `name` is not one of them.
+    static func checkRemoteName(_ name: String?, in config: Configuration, option: String) throws {
+        guard let name, !config.remotes.isEmpty, !config.remotes.contains(where: { $0.name == name }) else { return }
+        let names = config.remotes.map(\.name)
+        let near = nearest(name, in: names).map { " Did you mean '\($0)'?" } ?? ""
+        throw UsageError(message: "cloudsync: \(option.isEmpty ? "" : option + ": ")no remote '\(name)' in \(config.file ?? "the configuration").\(near)",
+                         hint: "Remotes: \(names.joined(separator: ", ")).")
     }
 
     /// Builds providers for `config`'s remotes, with tokens from the state directory's token store.

@@ -3,26 +3,63 @@ import Foundation
 import Synchronization
 
 /// Where commands print: data on stdout, logs and progress on stderr.
+///
+/// A live area (the progress frame) may sit at the bottom of stderr's terminal: every other write erases it
+/// first and draws it again below what was written, so log lines and warnings appear above it and the frame
+/// never leaves stale copies. Lines of the frame are cut to the terminal's width by their producer
+/// (``ProgressFrame``), so each takes exactly one row and the cursor can be moved back over them.
 final class Console: Sendable {
     /// stderr is a terminal: progress bars allowed.
     let stderrIsTTY: Bool
+    let stdoutIsTTY: Bool
     let stdinIsTTY: Bool
     /// Color allowed: a TTY and NO_COLOR unset.
     let color: Bool
+    /// The terminal understands cursor movement (stderr is a terminal and TERM is not `dumb`).
+    let cursorMovement: Bool
+    /// TERM=dumb: never any cursor movement, even with `--progress`.
+    let dumbTerminal: Bool
     let level: LogLevel
-    private let lock = Mutex(())
+    /// `$COLUMNS`, used when the width of stderr cannot be asked (not a terminal).
+    private let columns: Int?
+    private let screen = Mutex(Screen())
+
+    private struct Screen {
+        /// The live area's lines as drawn now (empty: none).
+        var frame: [String] = []
+    }
 
     init(environment: [String: String], level: LogLevel) {
         stderrIsTTY = isatty(STDERR_FILENO) == 1
+        stdoutIsTTY = isatty(STDOUT_FILENO) == 1
         stdinIsTTY = isatty(STDIN_FILENO) == 1
-        color = stderrIsTTY && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
+        let dumb = environment["TERM"] == "dumb"
+        color = stderrIsTTY && (environment["NO_COLOR"] ?? "").isEmpty && !dumb
+        cursorMovement = stderrIsTTY && !dumb
+        dumbTerminal = dumb
+        columns = environment["COLUMNS"].flatMap { Int($0) }.flatMap { (1 ... 10_000).contains($0) ? $0 : nil }
         self.level = level
     }
 
-    func out(_ text: String) { write(STDOUT_FILENO, text) }
-    func err(_ text: String) { write(STDERR_FILENO, text) }
+    /// Columns of stderr's terminal (asked at each call, so a resized window is followed), else `$COLUMNS`, else 80.
+    var width: Int {
+        var size = winsize()
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        return columns ?? 80
+    }
 
-    /// A logger that writes `cloudsync: level: message` lines to stderr.
+    func out(_ text: String) { write(STDOUT_FILENO, text, aroundFrame: stdoutIsTTY) }
+    func err(_ text: String) { write(STDERR_FILENO, text, aroundFrame: true) }
+
+    /// Replaces the live area with `lines` (each at most one row wide); `[]` removes it.
+    func showFrame(_ lines: [String]) {
+        screen.withLock { screen in
+            Self.writeAll(STDERR_FILENO, Self.erase(screen.frame.count) + Self.draw(lines))
+            screen.frame = lines
+        }
+    }
+
+    /// A logger that writes `cloudsync: level: message` lines to stderr, control characters made visible.
     var logger: Logger {
         Logger(level: level) { [self] lvl, message in
             let prefix: String
@@ -32,24 +69,43 @@ final class Console: Sendable {
             case .info: prefix = "info:"
             case .debug: prefix = "debug:"
             }
-            err("cloudsync: \(prefix) \(message)\n")
+            err("cloudsync: \(prefix) \(TerminalText.escape(message))\n")
         }
     }
 
     func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
 
-    private func write(_ fd: Int32, _ text: String) {
-        lock.withLock { _ in
-            let data = Array(text.utf8)
-            var offset = 0
-            while offset < data.count {
-                let n = data.withUnsafeBytes { buffer -> Int in
-                    guard let base = buffer.baseAddress else { return 0 }
-                    return Foundation.write(fd, base + offset, buffer.count - offset)
-                }
-                if n <= 0 { if errno == EINTR { continue }; return }
-                offset += n
+    /// Cursor up over `rows` rows drawn by ``draw(_:)``, to the first column, and erase to the end of the screen.
+    private static func erase(_ rows: Int) -> String {
+        rows == 0 ? "" : "\u{1B}[\(rows)A\r\u{1B}[J"
+    }
+
+    private static func draw(_ lines: [String]) -> String {
+        lines.map { $0 + "\n" }.joined()
+    }
+
+    private func write(_ fd: Int32, _ text: String, aroundFrame: Bool) {
+        screen.withLock { screen in
+            if aroundFrame && !screen.frame.isEmpty {
+                Self.writeAll(STDERR_FILENO, Self.erase(screen.frame.count))
+                Self.writeAll(fd, text)
+                Self.writeAll(STDERR_FILENO, Self.draw(screen.frame))
+            } else {
+                Self.writeAll(fd, text)
             }
+        }
+    }
+
+    private static func writeAll(_ fd: Int32, _ text: String) {
+        let data = Array(text.utf8)
+        var offset = 0
+        while offset < data.count {
+            let n = data.withUnsafeBytes { buffer -> Int in
+                guard let base = buffer.baseAddress else { return 0 }
+                return Foundation.write(fd, base + offset, buffer.count - offset)
+            }
+            if n <= 0 { if errno == EINTR { continue }; return }
+            offset += n
         }
     }
 }

@@ -26,7 +26,6 @@ struct ListCommand {
         let config = try setup.configuration()
         let remotes = try setup.selectedRemotes(config)
         let cache = try setup.openCache(config)
-        let prefix = args.positionals.first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) } ?? ""
         let retries = try args.integer("retries", in: 0 ... 1000)
         let live = !args.has("offline") && !args.has("m3u")
         let commandLineFilter = try FilterOptions.filter(args)
@@ -58,10 +57,22 @@ struct ListCommand {
                 rows += kept(try cache.entries(remote: remote.name))
             }
         }
+        if !args.positionals.isEmpty {
+            // PATH as in pull: relative to the root, or prefixed with the remote's name (the form ls prints).
+            let selections = Dictionary(remotes.map { ($0.name, PathSelection(args.positionals, remote: $0.name)) }, uniquingKeysWith: { a, _ in a })
+            var known: [String: Set<String>] = [:]
+            for row in rows { known[row.remote, default: []].insert(row.path) }
+            let misses = remotes.map { selections[$0.name]?.unmatched(in: known[$0.name] ?? []) ?? [] }
+            if let miss = misses.first?.first, misses.allSatisfy({ $0.contains { $0.path == miss.path } }) {
+                let near = misses.lazy.compactMap { $0.first { $0.path == miss.path }?.closest }.first.map { " (the closest is '\($0)')" } ?? ""
+                throw UsageError(message: "cloudsync: no file or folder '\(miss.path)' in \(remotes.count == 1 ? "remote" : "remotes") "
+                    + "\(remotes.map(\.name).joined(separator: ", "))\(near)",
+                    hint: "Paths are relative to the remote's root and case-sensitive; run 'cloudsync ls' to see them.")
+            }
+            rows = rows.filter { selections[$0.remote]?.selects($0.path) ?? false }
+        }
         rows = rows.filter { row in
-            (prefix.isEmpty || row.path == prefix || row.path.hasPrefix(prefix + "/"))
-                && (!args.has("cached") || row.state == .complete)
-                && (!args.has("missing") || row.state != .complete)
+            (!args.has("cached") || row.state == .complete) && (!args.has("missing") || row.state != .complete)
         }
         rows = try TrackColumns(args).apply(rows)
         if args.has("m3u") {
@@ -69,8 +80,12 @@ struct ListCommand {
             context.console.out(Playlist.m3u(rows, baseURL: "http://127.0.0.1:\(port)"))
         } else if context.json {
             context.console.out(try ListingOutput.json(rows))
+        } else if args.has("tsv") {
+            context.console.out(ListingOutput.tsv(rows))
         } else {
             context.console.out(ListingOutput.table(rows, long: args.has("long"), multipleRemotes: remotes.count > 1))
+            // On stderr: stdout stays one record per line, for grep and wc.
+            if !rows.isEmpty && !args.has("quiet") { context.console.err(ListingOutput.summary(rows)) }
         }
         return .ok
     }
@@ -92,32 +107,50 @@ enum ListingOutput {
         }
     }
 
-    static func table(_ rows: [CacheEntryInfo], long: Bool, multipleRemotes: Bool) -> String {
+    /// Rows for people: names with control characters made visible, times in `timeZone` (the local zone).
+    static func table(_ rows: [CacheEntryInfo], long: Bool, multipleRemotes: Bool, timeZone: TimeZone = .current) -> String {
         let dates = DateFormatter()
         dates.locale = Locale(identifier: "en_US_POSIX")
-        dates.timeZone = TimeZone(identifier: "UTC")
+        dates.timeZone = timeZone
         dates.dateFormat = "yyyy-MM-dd HH:mm"
         var out = ""
         // Wider only when a row is `deleted remotely`, so the other columns stay aligned.
         let stateWidth = rows.contains { $0.deletedRemotely != nil } ? 16 : 12
         for row in rows {
-            let path = multipleRemotes ? "\(row.remote)/\(row.path)" : row.path
+            let path = TerminalText.escape(multipleRemotes ? "\(row.remote)/\(row.path)" : row.path)
             let label = TrackLabel(row)
             let tagged = TrackColumns.tableColumns(label)
             var line = "\(stateText(row).rightPad(stateWidth)) \(ByteSize.format(row.file.size).leftPad(9))  \(dates.string(from: row.file.modified))  \(tagged.duration.leftPad(7))  \(path)"
-            if let text = tagged.line { line += "  \(text)" }
+            if let text = tagged.line { line += "  \(TerminalText.escape(text))" }
             if long {
                 line += "\n    album: \(label.album ?? "-")"
                 let hash = row.file.preferredHash.map { "\($0.kind.rawValue):\($0.value)" } ?? "-"
-                line += "\n    hash: \(hash)  mime: \(row.file.mimeType ?? "-")"
-                line += "\n    local: \(row.state == .complete ? row.localURL.path : "-")"
+                line += "\n    hash: \(TerminalText.escape(hash))  mime: \(TerminalText.escape(row.file.mimeType ?? "-"))"
+                line += "\n    local: \(row.state == .complete ? TerminalText.escape(row.localURL.path) : "-")"
             }
             out += line + "\n"
         }
-        if rows.isEmpty { return "" }
+        return out
+    }
+
+    /// `N tracks, SIZE; M cached`: what `ls` prints on stderr after the table.
+    static func summary(_ rows: [CacheEntryInfo]) -> String {
         let cached = rows.filter { $0.state == .complete }.count
         let bytes = rows.reduce(Int64(0)) { $0.addingSaturating($1.file.size) }
-        out += "\(rows.count) tracks, \(ByteSize.format(bytes)); \(cached) cached\n"
+        return "\(rows.count == 1 ? "1 track" : "\(rows.count) tracks"), \(ByteSize.format(bytes)); \(cached) cached\n"
+    }
+
+    /// One line per track for scripts, fields separated by tabs: remote, path, state (`cached`, `head`, `partial`,
+    /// `missing`, `outdated`), size in bytes, cached bytes, modified (ISO 8601, UTC). No header and no summary;
+    /// control characters in names (tabs and newlines included) are written as `\t`, `\n`, `\xHH`.
+    static func tsv(_ rows: [CacheEntryInfo]) -> String {
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime]
+        var out = ""
+        for row in rows {
+            let state = row.state != .complete && row.outdatedTrackBytes > 0 ? "outdated" : row.stateName
+            out += "\(TerminalText.escape(row.remote))\t\(TerminalText.escape(row.path))\t\(state)\t\(row.file.size)\t\(row.presentBytes)\t\(iso.string(from: row.file.modified))\n"
+        }
         return out
     }
 

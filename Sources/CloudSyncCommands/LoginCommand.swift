@@ -15,6 +15,7 @@ struct LoginCommand {
             throw UsageError(message: "cloudsync login: missing NAME", hint: "Run 'cloudsync login --help' for usage.")
         }
         let config = try Setup(context: context).configuration()
+        try Setup.checkRemoteName(name, in: config, option: "")
         guard let remote = try config.select(remote: name, provider: nil).first else { return .config }
         try remote.requireSecrets()
         var login = LoginRemote(name: remote.name, provider: remote.provider.rawValue, clientID: remote.clientID,
@@ -79,9 +80,14 @@ struct LogoutCommand {
         defer { lock.unlock() }
         if try store.delete(name) {
             context.console.out("Removed the stored tokens of remote '\(name)' (\(store.fileURL(for: name).path)).\n")
-        } else {
-            context.console.out("Remote '\(name)' had no stored tokens.\n")
+            return .ok
         }
+        // Tokens of a remote since removed from the config are still deleted above; a name that is neither
+        // stored nor configured is a typo.
+        if let config = try? Setup(context: context).configuration() {
+            try Setup.checkRemoteName(name, in: config, option: "")
+        }
+        context.console.out("Remote '\(name)' had no stored tokens.\n")
         return .ok
     }
 }

@@ -95,22 +95,15 @@ struct ManPage {
         return s + escape(option.help) + "\n"
     }
 
-    /// Text made safe for roff: backslashes as `\e`, hyphens as `\-`, a line's leading `.` or `'` protected.
+    /// Text made safe for roff: backslashes as `\e`, hyphens as `\-`, non-ASCII as `\[uXXXX]`, a line's leading
+    /// `.` or `'` protected.
     private func escape(_ text: some StringProtocol) -> String {
         var out = String(text).replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+        // Non-ASCII as groff's Unicode escapes (\[u2013]): troff's input is ASCII.
+        out = out.unicodeScalars.map { $0.isASCII ? String($0) : "\\[u" + String(format: "%04X", $0.value) + "]" }.joined()
         out = out.split(separator: "\n", omittingEmptySubsequences: false).map { line in
             line.hasPrefix(".") || line.hasPrefix("'") ? "\\&" + line : String(line)
         }.joined(separator: "\n")
-        // troff reads bytes: a character beyond ASCII (an en dash in a help text) is written as \[uXXXX].
-        var ascii = ""
-        for scalar in out.unicodeScalars {
-            if scalar.isASCII {
-                ascii.unicodeScalars.append(scalar)
-            } else {
-                let hex = String(scalar.value, radix: 16, uppercase: true)
-                ascii += "\\[u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "]"
-            }
-        }
-        return ascii
+        return out
     }
 }

@@ -46,21 +46,31 @@ struct PullCommand {
             }
             order = parsed
         }
+        if args.has("refetch") && args.positionals.isEmpty {
+            throw UsageError(message: "cloudsync: --refetch needs the PATHs to download again (it never drops the whole library)",
+                             hint: "For example: cloudsync pull --refetch 'Album/01 Track.flac'")
+        }
         let commandLineFilter = try FilterOptions.filter(args)
         let cache = try setup.openCache(config)
         let budget = setup.budget(config, cache: cache, headBytes: headBytes).settings
-        let options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
+        var options = SyncOptions(jobs: settings.jobs, chunkSize: settings.chunkSize, segments: settings.segments,
                                   segmentThreshold: settings.segmentThreshold, headBytes: headBytes,
                                   headSeconds: settings.headSeconds, budget: budget,
                                   paths: args.positionals, dryRun: args.has("dry-run"), waitForLock: args.has("wait"),
                                   order: order)
+        options.refetch = args.has("refetch")
 
         var transportOptions = CurlTransportOptions()
         transportOptions.bandwidth = settings.bwlimit.map { BandwidthLimiter(bytesPerSecond: $0) }
         transportOptions.apiTimeout = settings.apiTimeout
         let transport = try CurlTransport(options: transportOptions, logger: context.logger)
         let factory = setup.providerFactory(config, transport: transport, settings: settings)
-        let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun)
+        if args.has("progress") && args.has("no-progress") {
+            throw UsageError(message: "cloudsync: --progress and --no-progress exclude each other", hint: "Run 'cloudsync pull --help' for usage.")
+        }
+        let progress: ProgressMode = args.has("progress") ? .on : args.has("no-progress") ? .off : .auto
+        let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun, json: context.json,
+                                    progress: progress)
         let started = Date()
         let work = Task { () async throws -> ([SyncReport], ExitCode) in
             var reports: [SyncReport] = []
@@ -83,7 +93,8 @@ struct PullCommand {
                 } catch {
                     report.fatal = String(describing: error)
                     worst = max(worst, (error as? any ExitCodeProviding)?.exitCode ?? .partialFailure)
-                    context.console.err("cloudsync: \(context.console.paint("error:", "31")) \(remote.name): \(error)\n")
+                    context.console.err("cloudsync: \(context.console.paint("error:", "31")) \(TerminalText.escape(remote.name)): "
+                        + "\(TerminalText.escape(CommandLineTool.message(of: error)))\n")
                 }
                 renderer.summary(report)
                 reports.append(report)
@@ -99,12 +110,33 @@ struct PullCommand {
             (reports, worst) = try await work.value
         } catch is CancellationError {
             context.console.err("cloudsync: interrupted; downloaded bytes are saved and the next pull resumes them\n")
-            return .partialFailure
+            return interrupt.exitCode
         }
         if context.json {
             context.console.out(try jsonSummary(reports, duration: Date().timeIntervalSince(started)))
         }
-        return worst
+        let unmatched = Self.unmatchedEverywhere(reports)
+        for miss in unmatched {
+            let listed = reports.filter { $0.fatal == nil }.map(\.remote)
+            let near = miss.closest.map { "; the closest is '\(TerminalText.escape($0))'" } ?? ""
+            context.console.err("cloudsync: \(context.console.paint("error:", "31")) no file or folder '\(TerminalText.escape(miss.path))' in "
+                + "\(listed.count == 1 ? "remote \(listed[0])" : "remotes \(listed.joined(separator: ", "))")\(near) "
+                + "(paths are relative to the remote's root and case-sensitive; see 'cloudsync ls')\n")
+        }
+        return unmatched.isEmpty ? worst : max(worst, .usage)
+    }
+
+    /// The PATHs that matched nothing in any remote that was listed (a PATH needs to exist in one of them),
+    /// each with the first closest path found.
+    static func unmatchedEverywhere(_ reports: [SyncReport]) -> [PathSelection.Unmatched] {
+        let listed = reports.filter { $0.fatal == nil }
+        guard let first = listed.first else { return [] }
+        return first.unmatchedPaths.compactMap { miss -> PathSelection.Unmatched? in
+            let everywhere = listed.allSatisfy { $0.unmatchedPaths.contains { $0.path == miss.path } }
+            guard everywhere else { return nil }
+            let closest = listed.lazy.compactMap { $0.unmatchedPaths.first { $0.path == miss.path }?.closest }.first
+            return PathSelection.Unmatched(path: miss.path, closest: closest)
+        }
     }
 
     private func jsonSummary(_ reports: [SyncReport], duration: TimeInterval) throws -> String {
@@ -129,31 +161,5 @@ extension ExitCode: Comparable {
         case .partialFailure: 1
         default: 2 + Int(rawValue)
         }
-    }
-}
-
-/// Cancels the running work on SIGINT/SIGTERM (once); a second Ctrl-C exits at once.
-final class InterruptHandler {
-    private let sources: [any DispatchSourceSignal]
-
-    init(_ onInterrupt: @escaping @Sendable () -> Void) {
-        var sources: [any DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                onInterrupt()
-                signal(sig, SIG_DFL)
-            }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-    }
-
-    func stop() {
-        for s in sources { s.cancel() }
-        signal(SIGINT, SIG_DFL)
-        signal(SIGTERM, SIG_DFL)
     }
 }

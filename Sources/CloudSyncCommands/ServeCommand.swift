@@ -41,7 +41,7 @@ struct ServeCommand {
                                                 pacer: built.pacer, cache: cache, logger: context.logger)
             } catch {
                 unavailable[remote.name] = String(describing: error)
-                context.console.err("cloudsync: warning: \(remote.name): \(error); serving its cached bytes only\n")
+                context.logger.warning("\(remote.name): \(CommandLineTool.message(of: error)); serving its cached bytes only")
             }
         }
         let server = TrackServer(cache: cache, sources: sources, unavailable: unavailable, options: options,
@@ -49,17 +49,18 @@ struct ServeCommand {
         let bound = try server.start()
         let shown = options.urlHost
         context.console.out("listening on http://\(shown):\(bound)/\n")
+        let quiet = context.arguments.has("quiet")
         // `cloudsync status` shows the serves of this cache (locks/serve-<pid>.lock, gone with the process).
         let announcement = cache.announceServe(url: "http://\(shown):\(bound)/")
         defer { announcement?.withdraw() }
-        context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n")
+        if !quiet { context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n") }
 
         let (signals, continuation) = AsyncStream<Void>.makeStream()
         let interrupt = InterruptHandler { continuation.yield() }
         defer { interrupt.stop() }
         for await _ in signals { break }
         server.stop()
-        context.console.err("cloudsync: serve stopped\n")
+        if !quiet { context.console.err("cloudsync: serve stopped\n") }
         return .ok
     }
 

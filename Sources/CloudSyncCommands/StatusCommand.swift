@@ -57,7 +57,7 @@ struct StatusCommand {
             + "\(ByteSize.format(free)) free on its disk\n"
         var tracks = 0, instant = 0
         for row in rows {
-            out += "\n\(visible(row.name))\(row.provider.map { " (\($0))" } ?? " (not in the config)")\n"
+            out += "\n\(TerminalText.escape(row.name))\(row.provider.map { " (\($0))" } ?? " (not in the config)")\n"
             if let c = row.counts {
                 tracks += c.tracks
                 instant += c.complete + c.headOnly
@@ -65,7 +65,7 @@ struct StatusCommand {
                     + "\(c.partial) partial, \(c.missing) missing\n"
                 out += "  bytes       \(ByteSize.format(c.bytesPresent)) cached of \(ByteSize.format(c.libraryBytes))\n"
             } else {
-                out += "  tracks      none indexed yet: run 'cloudsync pull --remote \(visible(row.name))'\n"
+                out += "  tracks      none indexed yet: run 'cloudsync pull --remote \(TerminalText.escape(row.name))'\n"
             }
             if let run = row.run {
                 var line = "  last pull   \(Self.localTime(run.started))"
@@ -76,7 +76,7 @@ struct StatusCommand {
                     if run.failed > 0 { line += ", \(run.failed) failed" }
                 }
                 out += line + "\n"
-                if let message = run.message { out += "  why         \(visible(message))\n" }
+                if let message = run.message { out += "  why         \(TerminalText.escape(message))\n" }
             } else {
                 out += "  last pull   never\n"
             }
@@ -126,22 +126,6 @@ struct StatusCommand {
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: data, as: UTF8.self) + "\n"
-    }
-
-    /// Control characters of remote names and messages made visible, so they cannot drive the terminal.
-    private func visible(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || (0x7F ... 0x9F).contains(scalar.value):
-                out += "\\x" + (scalar.value < 16 ? "0" : "") + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
     }
 
     private func plural(_ n: Int, _ word: String) -> String { "\(n) \(word)\(n == 1 ? "" : "s")" }

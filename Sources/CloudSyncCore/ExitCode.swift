@@ -13,6 +13,10 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     case ioError = 74
     /// Another run holds the lock.
     case locked = 75
+    /// Interrupted by SIGINT (Ctrl-C): 128 + 2, what a shell reports for a process the signal killed.
+    case interrupted = 130
+    /// Stopped by SIGTERM or SIGHUP: 128 + 15.
+    case terminated = 143
 
     public var meaning: String {
         switch self {
@@ -24,6 +28,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .unavailable: "remote unavailable after retries (network, server errors, rate limits)"
         case .ioError: "local I/O error, e.g. disk full or permission denied"
         case .locked: "another cloudsync run holds the lock for this remote"
+        case .interrupted: "interrupted (SIGINT, Ctrl-C); downloaded bytes are kept and the next pull resumes them"
+        case .terminated: "stopped by SIGTERM or SIGHUP; downloaded bytes are kept and the next pull resumes them"
         }
     }
 }

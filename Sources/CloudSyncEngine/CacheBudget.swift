@@ -127,7 +127,8 @@ public struct CacheBudget: Sendable {
             }
         }
         if !dryRun, !report.items.isEmpty {
-            logger.info("budget: \(report.items.count) track(s) reduced, \(ByteSize.format(report.freedBytes)) freed")
+            // Debug only: the commands print every reduced track once (pull's "evicted" lines, cache evict's).
+            logger.debug("budget: \(report.items.count) track(s) reduced, \(ByteSize.format(report.freedBytes)) freed")
         }
         return report
     }

@@ -16,6 +16,8 @@ public struct Sync: Sendable {
     public let options: SyncOptions
     public let logger: Logger
     public let events: @Sendable (SyncEvent) -> Void
+    /// The files `options.paths` selects.
+    let selection: PathSelection
 
     public init(remote: String, providerName: String, provider: any Provider, transport: any Transport, pacer: Pacer,
                 cache: Cache, options: SyncOptions, logger: Logger, events: @escaping @Sendable (SyncEvent) -> Void) {
@@ -28,10 +30,13 @@ public struct Sync: Sendable {
         self.options = options
         self.logger = logger
         self.events = events
+        selection = PathSelection(options.paths, remote: remote)
     }
 
     public func run() async throws -> SyncReport {
-        let lock = try cache.pullLock(remote: remote, wait: options.waitForLock)
+        let lock = try await cache.pullLock(remote: remote, wait: options.waitForLock) { [logger, remote] holder in
+            logger.info("waiting for another pull of remote \(remote)\(holder.isEmpty ? "" : " (pid \(holder))") to finish; Ctrl-C stops waiting")
+        }
         defer { lock.release() }
         if options.dryRun { return try await runLocked() }
         // The run is recorded for `cloudsync status`; a failure to record never stops a pull.
@@ -48,7 +53,7 @@ public struct Sync: Sendable {
         } catch {
             let interrupted = error is CancellationError || Task.isCancelled
             recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: interrupted ? .interrupted : .failed,
-                              exitCode: interrupted ? 130 : ((error as? any ExitCodeProviding)?.exitCode ?? .partialFailure).rawValue,
+                              exitCode: (interrupted ? .interrupted : (error as? any ExitCodeProviding)?.exitCode ?? .partialFailure).rawValue,
                               message: interrupted ? nil : String(describing: error)))
             throw error
         }
@@ -61,6 +66,12 @@ public struct Sync: Sendable {
     private func runLocked() async throws -> SyncReport {
         var report = SyncReport(remote: remote, provider: providerName)
         if !options.dryRun { try cache.reconcilePromotions() }
+        if options.refetch && !options.dryRun && !selection.selectsEverything {
+            let dropped = try cache.dropBytes(remote: remote, paths: cache.knownPaths(remote: remote).filter(selection.selects).sorted())
+            for busy in dropped.skippedBusy {
+                events(.warning(remote: remote, message: "\(busy) is being written by another process, so it is not fetched again"))
+            }
+        }
 
         var (plan, cursor) = try await listAndPlan(into: &report)
         // Without delete, tracks whose remote file is gone stay (marked in the index) and are planned as usual.
@@ -80,6 +91,7 @@ public struct Sync: Sendable {
             let reduction = try budget.reduce(to: cachePlan, tracks: tracks, dryRun: true)
             report.budget = BudgetSummary(cachePlan, reduction: reduction)
             report.budget?.limitedByDisk = cachePlan.budget < options.budget.maxSize
+            report.plan = DryRunPlan(plan, reduced: reduction.items)
             events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
             return report
         }
@@ -143,6 +155,7 @@ public struct Sync: Sendable {
         report.deleted = plan.remove.count
         report.skipped = plan.upToDate
         report.unreadableFolders = survey.unreadableFolders
+        report.unmatchedPaths = selection.unmatched(in: survey.present)
         return (plan, survey.cursor)
     }
 
@@ -217,7 +230,7 @@ public struct Sync: Sendable {
                 let more = skipped.count > names.count ? " and \(skipped.count - names.count) more" : ""
                 events(.warning(remote: remote, message: "\(skipped.count) folder(s) could not be read, so their new tracks were not fetched; their cached tracks are kept: \(names.joined(separator: ", "))\(more)"))
             }
-            survey.plan.remove = gone.filter { options.selects($0) }.sorted()
+            survey.plan.remove = gone.filter { selection.selects($0) }.sorted()
         case .changes:
             var ids = try cache.providerIDs(remote: remote)
             var gone: Set<String> = []
@@ -244,14 +257,14 @@ public struct Sync: Sendable {
             try plan(upserts, recording: recording, into: &survey.plan)
             // Tracks an earlier pull left incomplete, which this feed does not mention, are fetched too.
             for entry in try cache.incompleteEntries(remote: remote)
-            where changed[entry.path] == nil && !gone.contains(entry.path) && options.selects(entry.path)
+            where changed[entry.path] == nil && !gone.contains(entry.path) && selection.selects(entry.path)
                 && !excluded.contains(entry.path) && options.keeps(entry.file, now: now) {
                 survey.plan.fetch.append(.init(file: entry.file, missingBytes: entry.file.size - entry.presentBytes, changed: false))
             }
             survey.present = Set(ids.keys)
-            survey.plan.remove = gone.filter { options.selects($0) }.sorted()
+            survey.plan.remove = gone.filter { selection.selects($0) }.sorted()
             // Every selected file the feed leaves in place and no fetch needs is up to date.
-            survey.plan.upToDate = survey.present.count(where: { options.selects($0) }) - survey.plan.fetch.count
+            survey.plan.upToDate = survey.present.count(where: { selection.selects($0) }) - survey.plan.fetch.count
         }
         survey.plan.fetch.sort { $0.file.path < $1.file.path }
         events(.listed(remote: remote, files: survey.present.count, kind: kind))
@@ -272,7 +285,7 @@ public struct Sync: Sendable {
     private func plan(_ files: [RemoteFile], recording: Bool, into plan: inout SyncPlan) throws {
         if files.isEmpty { return }
         let statuses = recording ? try cache.upsert(remote: remote, files: files) : try cache.compare(remote: remote, files: files)
-        for (file, status) in zip(files, statuses) where options.selects(file.path) {
+        for (file, status) in zip(files, statuses) where selection.selects(file.path) {
             switch status {
             case .same(complete: true, _):
                 plan.upToDate += 1
@@ -288,7 +301,7 @@ public struct Sync: Sendable {
 
     /// Whether `path` is `folder` or lies under it ("" is the root).
     static func isUnder(_ path: String, _ folder: String) -> Bool {
-        folder.isEmpty || path == folder || path.hasPrefix(folder + "/")
+        PathSelection.isUnder(path, folder)
     }
 
     /// Paths among `ids` (path → provider id) that `deletion` removes.
@@ -365,6 +378,9 @@ public struct Sync: Sendable {
             reduction.busy += reduced.busy
             let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent }
             let estimated = tracks.contains { $0.remote == remote && !$0.startSetKnown && cachePlan.target($0.id) >= .head }
+            if headRounds == 0 {
+                events(Self.scheduled(remote: remote, cachePlan, tracks, candidates: candidates))
+            }
             if heads.isEmpty || headRounds >= 3 { break }
             headRounds += 1
             try await forEach(heads, fetcher: fetcher) { job in
@@ -393,6 +409,27 @@ public struct Sync: Sendable {
         // Completion order depends on the network; the report lists failures in plan (path) order.
         report.failed.sort { $0.path < $1.path }
         return reduction
+    }
+
+    /// What the budget lets this pull fetch of `candidates` (the listing's plan): whole tracks planned complete,
+    /// and the missing part of the start set of tracks planned as heads only (estimated where not analysed yet).
+    static func scheduled(remote: String, _ cachePlan: CachePlan, _ tracks: [PlanningTrack],
+                          candidates: [String: RemoteFile]) -> SyncEvent {
+        var files = 0, heads = 0
+        var bytes: Int64 = 0
+        for track in tracks where track.remote == remote && candidates[track.path] != nil && !track.complete {
+            switch cachePlan.target(track.id) {
+            case .complete:
+                files += 1
+                bytes = bytes.addingSaturating(max(0, track.size - track.partialBytes))
+            case .head where !track.headPresent:
+                heads += 1
+                bytes = bytes.addingSaturating(max(0, min(track.size, track.startBytes) - track.partialBytes))
+            case .head, .none:
+                break
+            }
+        }
+        return .scheduled(remote: remote, files: files, headsOnly: heads, bytes: bytes)
     }
 
     /// Reduces the cache to `plan`; complete tracks whose start set is unknown (cached before start sets

@@ -17,7 +17,8 @@ public struct SyncOptions: Sendable {
     public var headSeconds: Double
     /// What the cache may hold: every pull plans within it (heads of every track first, then whole tracks).
     public var budget: BudgetSettings
-    /// Only files equal to or under these paths (relative to the remote's root); empty = everything.
+    /// Only files equal to or under these paths (relative to the remote's root, or prefixed with the remote's
+    /// name; see ``PathSelection``); empty = everything.
     public var paths: [String]
     /// Which listed files this pull considers (the remote's configured filter, the command line's): a file must
     /// pass every one. They apply to the listing before the index, so an excluded file is neither indexed,
@@ -32,6 +33,9 @@ public struct SyncOptions: Sendable {
     public var waitForLock: Bool
     /// The order of work (`pull --order`); nil = the planner's priority.
     public var order: FetchOrder?
+    /// Drop the cached bytes of the files `paths` selects before planning, so they are downloaded again
+    /// (`pull --refetch PATH…`; ignored in a dry run, which changes nothing).
+    public var refetch = false
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
                 headBytes: Int64 = 512 << 10, headSeconds: Double = 10, budget: BudgetSettings? = nil,
@@ -77,15 +81,6 @@ public struct SyncOptions: Sendable {
         for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return "filtered-" + String(hash, radix: 16) + ":"
     }
-
-    /// Whether `path` is selected by `paths`.
-    func selects(_ path: String) -> Bool {
-        if paths.isEmpty { return true }
-        return paths.contains { prefix in
-            let p = prefix.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-            return p.isEmpty || path == p || path.hasPrefix(p + "/")
-        }
-    }
 }
 
 /// What a pull decided to do for one remote.
@@ -112,6 +107,10 @@ public enum SyncEvent: Sendable {
     case listing(remote: String)
     case listed(remote: String, files: Int, kind: ListingKind)
     case planned(remote: String, plan: SyncPlan)
+    /// What this pull will really fetch once the plan is fitted into the cache's budget (a real pull only, sent
+    /// once before the first download): `files` whole tracks, the heads only of `headsOnly` more, `bytes` in all
+    /// (start sets not analysed yet are estimated). Progress totals come from here, not from `planned`.
+    case scheduled(remote: String, files: Int, headsOnly: Int, bytes: Int64)
     case fileStarted(remote: String, path: String, size: Int64, missing: Int64)
     /// `bytes` more bytes of `path` arrived.
     case progress(remote: String, path: String, bytes: Int64)
@@ -158,6 +157,8 @@ public struct SyncReport: Sendable, Codable {
     /// answer, over the size cap or the API deadline, too deep): their new tracks were not seen, their known ones
     /// are kept. Sorted.
     public var unreadableFolders: [String] = []
+    /// PATH arguments that matched no file of this listing, each with the closest existing path.
+    public var unmatchedPaths: [PathSelection.Unmatched] = []
     /// The error that stopped the whole remote (listing failed, lock held), if any. Not in JSON when nil.
     public var fatal: String?
     /// Bytes fetched for start sets (heads), included in `fetchedBytes`.
@@ -166,14 +167,17 @@ public struct SyncReport: Sendable, Codable {
     public var headsCached = 0
     /// What the cache holds after the pull, over every remote that shares it (nil for a run that did not plan).
     public var budget: BudgetSummary?
+    /// A dry run's plan (nil for a real pull).
+    public var plan: DryRunPlan?
 
     enum CodingKeys: String, CodingKey {
-        case remote, provider, listed, new, changed, deleted, skipped, failed, fatal, budget
+        case remote, provider, listed, new, changed, deleted, skipped, failed, fatal, budget, plan
         case fetchedFiles = "fetched_files"
         case fetchedBytes = "fetched_bytes"
         case headBytes = "head_bytes"
         case headsCached = "heads_cached"
         case unreadableFolders = "unreadable_folders"
+        case unmatchedPaths = "unmatched_paths"
     }
 
     public init(remote: String, provider: String) {
@@ -233,4 +237,68 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
 
     /// The library is bigger than what the cache may hold.
     public var libraryExceedsBudget: Bool { libraryBytes > budget }
+}
+
+/// What `pull --dry-run` would do for one remote: `--json` prints it.
+public struct DryRunPlan: Sendable, Codable, Hashable {
+    public struct Fetch: Sendable, Codable, Hashable {
+        public var path: String
+        /// The file's size, and the bytes still to download.
+        public var size: Int64
+        public var bytes: Int64
+        /// Cached before in another version.
+        public var changed: Bool
+    }
+
+    /// A cached track the budget would shrink to its head (`action` "head") or evict ("evicted"); any remote.
+    public struct Reduce: Sendable, Codable, Hashable {
+        public var remote: String
+        public var path: String
+        public var action: String
+        /// Bytes that would leave the disk.
+        public var bytes: Int64
+    }
+
+    public var fetch: [Fetch]
+    /// Cached tracks whose remote files are gone.
+    public var remove: [String]
+    public var reduce: [Reduce]
+    public var upToDate: Int
+
+    enum CodingKeys: String, CodingKey {
+        case fetch, remove, reduce
+        case upToDate = "up_to_date"
+        case fetchBytes = "fetch_bytes"
+        case removeCount = "remove_count"
+        case fetchCount = "fetch_count"
+    }
+
+    /// Bytes to download in all.
+    public var fetchBytes: Int64 { fetch.reduce(0) { $0.addingSaturating($1.bytes) } }
+
+    public init(_ plan: SyncPlan, reduced: [ReductionReport.Item]) {
+        fetch = plan.fetch.map { Fetch(path: $0.file.path, size: $0.file.size, bytes: $0.missingBytes, changed: $0.changed) }
+        remove = plan.remove
+        reduce = reduced.map { Reduce(remote: $0.remote, path: $0.path, action: $0.action, bytes: $0.bytes) }
+        upToDate = plan.upToDate
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        fetch = try c.decode([Fetch].self, forKey: .fetch)
+        remove = try c.decode([String].self, forKey: .remove)
+        reduce = try c.decode([Reduce].self, forKey: .reduce)
+        upToDate = try c.decode(Int.self, forKey: .upToDate)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(fetch, forKey: .fetch)
+        try c.encode(remove, forKey: .remove)
+        try c.encode(reduce, forKey: .reduce)
+        try c.encode(upToDate, forKey: .upToDate)
+        try c.encode(fetchBytes, forKey: .fetchBytes)
+        try c.encode(fetch.count, forKey: .fetchCount)
+        try c.encode(remove.count, forKey: .removeCount)
+    }
 }

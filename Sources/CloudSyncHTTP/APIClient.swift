@@ -86,9 +86,8 @@ public struct APIClient: Sendable {
                     token = t
                     req.headers.set("Authorization", "\(auth.scheme) \(t)")
                 }
-                let started = Date()
+                // The transport logs each exchange once at debug level (method, redacted URL, status, time).
                 let (response, result) = try await attempt(req)
-                logger.debug("\(what) → \(response.status), \(String(format: "%.3f", Date().timeIntervalSince(started))) s")
                 guard let error = classify(response) else { return (response, result) }
                 if error.code == .tokenExpired, let tokens, let token, rejected.count < 3, rejected.insert(token).inserted {
                     _ = try await tokens.refresh(rejected: token)

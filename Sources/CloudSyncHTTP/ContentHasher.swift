@@ -73,6 +73,12 @@ final class EVPContext: @unchecked Sendable {
 
 /// MD5, SHA-1 or SHA-256 through OpenSSL libcrypto's EVP interface; lowercase hex.
 public struct EVPHasher: ContentHasher {
+    /// The version of the OpenSSL libcrypto loaded at run time, e.g. `OpenSSL 3.0.15 3 Sep 2024`
+    /// (`OpenSSL_version(3)`).
+    public static var openSSLVersion: String {
+        OpenSSL_version(OPENSSL_VERSION).map { String(cString: $0) } ?? "unknown"
+    }
+
     public enum Algorithm: Sendable { case md5, sha1, sha256 }
 
     private var context: EVPContext

@@ -25,7 +25,8 @@ public struct CurlTransportOptions: Sendable {
     public var maxErrorBody: Int = 64 * 1024
     /// Shared by every transfer of this transport (and of any other transport given the same limiter).
     public var bandwidth: BandwidthLimiter?
-    public var userAgent: String = "cloudsync/1.0 (+libcurl)"
+    /// `cloudsync/VERSION libcurl/VERSION`: the version `cloudsync --version` prints.
+    public var userAgent: String = "cloudsync/\(CloudSyncVersion.string) libcurl/\(CurlTransport.libcurlVersion)"
     /// A PEM bundle of trusted CAs instead of the system's (`CURLOPT_CAINFO`), e.g. for tests.
     public var caFile: String?
 
@@ -42,6 +43,12 @@ public struct CurlTransportOptions: Sendable {
 /// Logs one debug line per exchange: method, scheme, host and first path segment (``redactedLink(_:)``: download
 /// links carry credentials in their paths), status, bytes, seconds. Never headers.
 public final class CurlTransport: Transport {
+    /// The version of the libcurl loaded at run time, e.g. `7.88.1` (`curl_version_info(3)`).
+    public static var libcurlVersion: String {
+        guard let info = curl_version_info(CURLVERSION_FIRST), let version = info.pointee.version else { return "unknown" }
+        return String(cString: version)
+    }
+
     public let options: CurlTransportOptions
     private let logger: Logger
     private let loop: CurlLoop

@@ -117,7 +117,8 @@ public final class TrackServer: Sendable {
         let thread = Thread { [self] in acceptLoop(socket) }
         thread.name = "serve-accept"
         thread.start()
-        logger.info("serve: listening on \(boundURL)/")
+        // Debug only: `cloudsync serve` announces the URL itself, once.
+        logger.debug("serve: listening on \(boundURL)/")
         return socket.port
     }
 

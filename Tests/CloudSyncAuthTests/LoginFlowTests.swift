@@ -164,7 +164,7 @@ struct LoginFlowTests {
         #expect(error?.message.contains("dropbox.com/developers/apps") == true)
     }
 
-    @Test("an unreachable token endpoint is a network error with exit 4")
+    @Test("an unreachable token endpoint is a network error with exit 5 (#20.13)")
     func networkFailure() async throws {
         let dir = try TemporaryDirectory()
         let closed = try OAuthFake()
@@ -177,7 +177,7 @@ struct LoginFlowTests {
             try await login(r, dir, LogCapture()).run(interaction: ScriptedInteraction())
         }
         #expect(error?.code == .network)
-        #expect(error?.exitCode == .auth)
+        #expect(error?.exitCode == .unavailable)
     }
 
     @Test("WebDAV: the typed password is checked with PROPFIND Depth 0 and stored 0600; a wrong one is refused")

@@ -40,17 +40,17 @@ import Testing
 
     /// The holder is read from the kernel's table: this process's own flock shows, and asking never takes it
     /// (a second process's non-blocking attempt would fail while we hold it, and still succeeds after).
-    @Test func pullLockHolderIsSeenWithoutTakingTheLock() throws {
+    @Test func pullLockHolderIsSeenWithoutTakingTheLock() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         #expect(cache.pullLockHolder(remote: "nas") == nil)
-        let lock = try cache.pullLock(remote: "nas", wait: false)
+        let lock = try await cache.pullLock(remote: "nas", wait: false)
         #expect(cache.pullLockHolder(remote: "nas")?.pid == getpid())
         lock.release()
         #expect(cache.pullLockHolder(remote: "nas") == nil)
         // Still free to take: status did not leave it held.
-        try cache.pullLock(remote: "nas", wait: false).release()
+        try await cache.pullLock(remote: "nas", wait: false).release()
     }
 
     @Test func serveAnnouncementIsListedUntilWithdrawn() throws {

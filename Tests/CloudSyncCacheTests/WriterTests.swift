@@ -270,30 +270,87 @@ import Testing
         try handle.close()
         try FileManager.default.removeItem(at: try #require(try cache.entry(remote: "r", path: "gone.mp3")).localURL)
         let report = try cache.verify { url, _ in try patternVerifier(url) ?? "" }
-        #expect(report.checked == 2)
+        #expect(report.checked == 3)
         #expect(report.skippedNoHash == 1)
         #expect(report.mismatched == ["r:bad.mp3"])
         #expect(report.vanished == ["r:gone.mp3"])
+        #expect(report.wrongSize.isEmpty && report.mtimeDrift.isEmpty)
         #expect(try cache.entry(remote: "r", path: "bad.mp3")?.state == .missing)
         #expect(!FileManager.default.fileExists(atPath: bad.path))
         #expect(try cache.entry(remote: "r", path: "good.mp3")?.state == .complete)
     }
 
-    @Test func pullLockNamesTheHolder() throws {
+    /// Without a provider hash (plain WebDAV) a truncated track is found by its size, and a touched one is
+    /// reported by its mtime (#20.9).
+    @Test func verifyComparesSizeAndMtimeWithoutAHash() throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
-        let lock = try cache.pullLock(remote: "music", wait: false)
-        let error = #expect(throws: CacheError.self) { try cache.pullLock(remote: "music", wait: false) }
+        try cache.upsert(remote: "r", files: [remoteFile("cut.mp3"), remoteFile("touched.mp3"), remoteFile("fine.mp3")])
+        for name in ["cut.mp3", "touched.mp3", "fine.mp3"] { try cache.openWriter(remote: "r", path: name).fillAndComplete() }
+        let cut = try #require(try cache.entry(remote: "r", path: "cut.mp3")).localURL
+        #expect(truncate(cut.path, 500) == 0)
+        let touched = try #require(try cache.entry(remote: "r", path: "touched.mp3")).localURL
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000)], ofItemAtPath: touched.path)
+        let report = try cache.verify { _, _ in Issue.record("no hash to compute"); return "" }
+        #expect(report.checked == 3)
+        #expect(report.skippedNoHash == 2)
+        #expect(report.wrongSize == ["r:cut.mp3"])
+        #expect(report.mtimeDrift == ["r:touched.mp3"])
+        #expect(try cache.entry(remote: "r", path: "cut.mp3")?.state == .missing)
+        #expect(try cache.entry(remote: "r", path: "touched.mp3")?.state == .complete)
+    }
+
+    /// A track that another process evicts while verify reads it is not reported as missing (#19.13).
+    @Test func verifyIgnoresATrackEvictedMeanwhile() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let hash = [ContentHash(kind: .sha256, value: "pattern")]
+        try cache.upsert(remote: "r", files: [remoteFile("a.mp3", hashes: hash), remoteFile("b.mp3", hashes: hash)])
+        for name in ["a.mp3", "b.mp3"] { try cache.openWriter(remote: "r", path: name).fillAndComplete() }
+        let other = try Cache.open(root: dir.url)
+        let report = try cache.verify { url, _ in
+            if url.lastPathComponent == "a.mp3" { _ = try other.dropBytes(remote: "r", paths: ["a.mp3"]) }
+            return try patternVerifier(url) ?? ""
+        }
+        #expect(report.vanished.isEmpty && report.mismatched.isEmpty, "\(report)")
+        #expect(try cache.entry(remote: "r", path: "b.mp3")?.state == .complete)
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .missing)
+    }
+
+    @Test func pullLockNamesTheHolder() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let lock = try await cache.pullLock(remote: "music", wait: false)
+        let error = await #expect(throws: CacheError.self) { try await cache.pullLock(remote: "music", wait: false) }
         #expect(error?.code == .locked)
         #expect(error?.exitCode == .locked)
         #expect(error?.message.contains("pulling remote music") == true)
         #expect(error?.message.contains("pid \(getpid())") == true)
         #expect(error?.message.contains("--wait") == true)
-        let other = try cache.pullLock(remote: "other", wait: false)
+        let other = try await cache.pullLock(remote: "other", wait: false)
         lock.release()
-        let again = try cache.pullLock(remote: "music", wait: true)
+        let again = try await cache.pullLock(remote: "music", wait: true)
         again.release()
         other.release()
+    }
+
+    /// Waiting for a held lock parks no thread and ends when the task is cancelled (`pull --wait` under Ctrl-C).
+    @Test func waitingForThePullLockIsCancellable() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let held = try await cache.pullLock(remote: "music", wait: false)
+        defer { held.release() }
+        let (announced, continuation) = AsyncStream<String>.makeStream()
+        let waiter = Task {
+            try await cache.pullLock(remote: "music", wait: true) { holder in continuation.yield(holder) }
+        }
+        var holders = announced.makeAsyncIterator()
+        #expect(await holders.next() == "\(getpid())")
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await waiter.value }
     }
 }

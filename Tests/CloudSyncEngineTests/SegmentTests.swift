@@ -125,7 +125,7 @@ import Testing
         #expect(try eventually { try fixture.server.stats()["bytes"] ?? 0 > 1 << 20 })
         pull.signal(SIGINT)
         let r = try pull.wait(timeout: 15)
-        #expect(r.status == 1, "stderr: \(r.stderr)")
+        #expect(r.status == 130, "Ctrl-C exits 130: \(r.stderr)")
         #expect(r.stderr.contains("interrupted"), "stderr: \(r.stderr)")
         try fixture.server.settle()
         let served = try fixture.server.stats()["bytes"] ?? 0

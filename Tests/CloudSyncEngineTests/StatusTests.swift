@@ -66,7 +66,7 @@ import Testing
         let killed = try env.run(["status"])
         #expect(killed.stdout.contains(": killed"), "\(killed.stdout)")
         // While a pull holds the lock, status names it (and takes nothing).
-        let lock = try cache.pullLock(remote: env.remote, wait: false)
+        let lock = try await cache.pullLock(remote: env.remote, wait: false)
         let running = try env.run(["status", "--json"])
         let runningRemote = ((try JSONSerialization.jsonObject(with: Data(running.stdout.utf8)) as? [String: Any])?["remotes"] as? [[String: Any]])?.first
         #expect(runningRemote?["pulling_pid"] as? Int == Int(getpid()))

@@ -118,7 +118,10 @@ public final class ChildProcess: @unchecked Sendable {
     /// Waits (polling, at most `timeout`) for a stdout line starting with `prefix`; returns the rest of it.
     public func waitForLine(prefix: String, timeout: TimeInterval = 10) async throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        // Looks once more after the deadline: on a loaded machine (2 cores, tests blocking the cooperative pool)
+        // this task may wake long after its line arrived, and must not call that a timeout.
+        while true {
+            let late = Date() >= deadline
             let (found, done): (String?, Bool) = {
                 lock.lock()
                 defer { lock.unlock() }
@@ -130,6 +133,7 @@ public final class ChildProcess: @unchecked Sendable {
             if done {
                 throw TestSupportError("\(process.executableURL?.lastPathComponent ?? "child") exited (status \(process.isRunning ? 0 : process.terminationStatus)) before printing '\(prefix)'")
             }
+            if late { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw TestSupportError("\(process.executableURL?.lastPathComponent ?? "child") printed no '\(prefix)' line within \(timeout) s")

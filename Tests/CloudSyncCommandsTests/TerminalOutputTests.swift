@@ -1,0 +1,67 @@
+@testable import CloudSyncCommands
+import Foundation
+import Testing
+
+/// Names from the cloud in human output (#19.8) and the progress frame at several widths (#20.3).
+@Suite struct TerminalOutputTests {
+    @Test(arguments: [
+        ("plain name.mp3", "plain name.mp3"),
+        ("\u{1B}]0;owned\u{07}title.mp3", "\\x1b]0;owned\\x07title.mp3"),
+        ("\u{1B}[31mred\u{1B}[0m.flac", "\\x1b[31mred\\x1b[0m.flac"),
+        ("a\rfetched  fake.mp3", "a\\rfetched  fake.mp3"),
+        ("two\nlines", "two\\nlines"),
+        ("tab\there", "tab\\there"),
+        ("del\u{7F}c1\u{9B}", "del\\x7fc1\\x9b"),
+        ("rtl\u{202E}3pm.exe", "rtl\\u{202e}3pm.exe"),
+        ("Кино/東京 🎵.opus", "Кино/東京 🎵.opus"),
+        ("back\\slash", "back\\slash"),
+    ])
+    func controlCharactersAreShownNotObeyed(name: String, shown: String) {
+        let escaped = TerminalText.escape(name)
+        #expect(escaped == shown)
+        #expect(!escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F ... 0x9F).contains($0.value) })
+    }
+
+    @Test(arguments: [
+        ("short", 10, "short"),
+        ("0123456789abcdef", 9, "0123…cdef"),
+        ("Artist/Album/Track.flac", 12, "Artist….flac"),
+        ("東京東京東京", 7, "東…東京"),
+        ("abc", 2, "a…"),
+    ])
+    func namesAreShortenedInTheMiddle(text: String, width: Int, expected: String) {
+        let short = DisplayWidth.shorten(text, to: width)
+        #expect(short == expected)
+        #expect(DisplayWidth.of(short) <= width)
+    }
+
+    static let frame = ProgressFrame(
+        finished: 3, total: 12, doneBytes: 40 << 20, totalBytes: 512 << 20, speed: Double(2 << 20),
+        files: [
+            .init(name: "Classical/Deutsche Grammophon Complete Edition Vol. 1/CD 07/14 Symphony No. 9 in D minor, Op. 125 Choral - IV. Presto.flac",
+                  size: 80 << 20, done: 20 << 20),
+            .init(name: "Jazz/Miles/So What.mp3", size: 8 << 20, done: 8 << 20),
+            .init(name: "bad\u{1B}[2Jname.mp3", size: 1 << 20, done: 0),
+        ])
+
+    /// Each line fits the terminal (never its last column), names are cut in the middle, control characters
+    /// shown; compared with Snapshots/progress-WIDTH.txt (UPDATE_SNAPSHOTS=1 to accept a deliberate change).
+    @Test(arguments: [40, 80, 200])
+    func progressFrameMatchesSnapshot(width: Int) throws {
+        let lines = Self.frame.lines(width: width)
+        for line in lines { #expect(DisplayWidth.of(line) <= width - 1, "too wide at \(width): \(line)") }
+        #expect(!lines.joined().unicodeScalars.contains { $0.value == 0x1B })
+        let text = lines.joined(separator: "\n") + "\n"
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Snapshots/progress-\(width).txt")
+        if ProcessInfo.processInfo.environment["UPDATE_SNAPSHOTS"] == "1" {
+            try text.write(to: url, atomically: true, encoding: .utf8)
+        }
+        #expect(text == (try String(contentsOf: url, encoding: .utf8)), "progress frame at \(width) columns changed")
+    }
+
+    @Test func countsUseSingularForms() {
+        #expect(counted(1, "file") == "1 file")
+        #expect(counted(0, "file") == "0 files")
+        #expect(counted(2, "more track", "more tracks") == "2 more tracks")
+    }
+}
