@@ -15,7 +15,13 @@ public enum CommandLineTool {
             return report(error, console: Console(environment: environment, level: .error)).rawValue
         }
         let level: LogLevel = parsed.has("quiet") ? .error : parsed.has("verbose") ? .debug : .info
-        let console = Console(environment: environment, level: level)
+        var logFile: LogFile?
+        do {
+            logFile = try openLogFile(parsed)
+        } catch {
+            return report(error, console: Console(environment: environment, level: .error)).rawValue
+        }
+        let console = Console(environment: environment, level: level, logFile: logFile)
         if parsed.wantsHelp {
             let renderer = HelpRenderer(programName: "cloudsync", globals: CommandTree.globals)
             console.out(renderer.render(parser.spec(at: parsed.commandPath), path: parsed.commandPath))
@@ -41,6 +47,27 @@ public enum CommandLineTool {
             text += "User-Agent: \(CurlTransportOptions().userAgent)\n"
         }
         return text
+    }
+
+    /// `--log-file PATH [--log-level LEVEL]` (default level info, whatever -q or -v say for stderr).
+    static func openLogFile(_ parsed: ParsedArguments) throws -> LogFile? {
+        let levels: [String: LogLevel] = ["error": .error, "warning": .warning, "info": .info, "debug": .debug]
+        var level = LogLevel.info
+        if let text = parsed.value("log-level") {
+            guard let chosen = levels[text.lowercased()] else {
+                throw UsageError(message: "cloudsync: --log-level expects error, warning, info or debug, got '\(text)'",
+                                 hint: "Run 'cloudsync --help' for usage.")
+            }
+            level = chosen
+        }
+        guard let path = parsed.value("log-file") else {
+            if parsed.has("log-level") {
+                throw UsageError(message: "cloudsync: --log-level sets the level of --log-file; give both (stderr's level is -q or -v)",
+                                 hint: "For example: cloudsync -q pull --log-file ~/cloudsync.log --log-level debug")
+            }
+            return nil
+        }
+        return try LogFile(path: path, level: level)
     }
 
     /// Prints `error` as one clear line and returns its exit code.

@@ -9,6 +9,8 @@ enum CommandTree {
         .flag("verbose", short: "v", "More log output on stderr (repeat is not needed; debug level)."),
         .flag("quiet", short: "q", "Print errors only."),
         .flag("version", "Print the version and exit, wherever it stands (with -v: also libcurl, SQLite and OpenSSL)."),
+        .value("log-file", "PATH", "Also append stderr's lines and the log, with local times, to PATH (created 0600): a record for cron."),
+        .value("log-level", "LEVEL", "Level of --log-file: error, warning, info (default) or debug; stderr keeps -q or -v."),
     ]
 
     static let remoteSelection: [OptionSpec] = [
@@ -65,6 +67,8 @@ enum CommandTree {
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75 (Ctrl-C or SIGTERM stops waiting: 130, 143)."),
             .value("order", "KEY", "Order of work: name, size, modified or added, optionally ,asc or ,desc (default: the "
                 + "budget's priority; which tracks fit does not change). Defaults: name and size ascending, the others newest first."),
+            .value("stats", "DURATION", "Print a one-line summary (files, bytes, speed) on stderr every DURATION, e.g. 1m; for "
+                + "journals and logs without a terminal (default: off)."),
             .flag("progress", "Draw the live progress frame even when stderr is not a terminal (width: $COLUMNS, else 80); never with TERM=dumb (default: on a terminal)."),
             .flag("no-progress", "Never draw the live progress frame; print one line per finished file."),
             .flag("json", "Print a JSON summary on stdout."),

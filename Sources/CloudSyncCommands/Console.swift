@@ -20,6 +20,8 @@ final class Console: Sendable {
     /// TERM=dumb: never any cursor movement, even with `--progress`.
     let dumbTerminal: Bool
     let level: LogLevel
+    /// `--log-file`: a record of the run (stderr's lines and the logger's up to its own level), or nil.
+    let logFile: LogFile?
     /// `$COLUMNS`, used when the width of stderr cannot be asked (not a terminal).
     private let columns: Int?
     private let screen = Mutex(Screen())
@@ -29,7 +31,8 @@ final class Console: Sendable {
         var frame: [String] = []
     }
 
-    init(environment: [String: String], level: LogLevel) {
+    init(environment: [String: String], level: LogLevel, logFile: LogFile? = nil) {
+        self.logFile = logFile
         stderrIsTTY = isatty(STDERR_FILENO) == 1
         stdoutIsTTY = isatty(STDOUT_FILENO) == 1
         stdinIsTTY = isatty(STDIN_FILENO) == 1
@@ -49,7 +52,16 @@ final class Console: Sendable {
     }
 
     func out(_ text: String) { write(STDOUT_FILENO, text, aroundFrame: stdoutIsTTY) }
-    func err(_ text: String) { write(STDERR_FILENO, text, aroundFrame: true) }
+    func err(_ text: String) {
+        write(STDERR_FILENO, text, aroundFrame: true)
+        logFile?.append(text)
+    }
+
+    /// An informational line: on stderr unless `quiet` (-q: errors only), and in the log file always, so
+    /// `cloudsync -q pull --log-file F` from cron keeps a record while the mail stays empty.
+    func note(_ text: String, quiet: Bool) {
+        if quiet { logFile?.append(text) } else { err(text) }
+    }
 
     /// Replaces the live area with `lines` (each at most one row wide); `[]` removes it.
     func showFrame(_ lines: [String]) {
@@ -60,8 +72,9 @@ final class Console: Sendable {
     }
 
     /// A logger that writes `cloudsync: level: message` lines to stderr, control characters made visible.
+    /// With a log file, each message goes to stderr up to `level` and to the file up to the file's level.
     var logger: Logger {
-        Logger(level: level) { [self] lvl, message in
+        Logger(level: max(level, logFile?.level ?? level)) { [self] lvl, message in
             let prefix: String
             switch lvl {
             case .error: prefix = paint("error:", "31")
@@ -69,7 +82,9 @@ final class Console: Sendable {
             case .info: prefix = "info:"
             case .debug: prefix = "debug:"
             }
-            err("cloudsync: \(prefix) \(TerminalText.escape(message))\n")
+            let line = "cloudsync: \(prefix) \(TerminalText.escape(message))\n"
+            if lvl <= level { write(STDERR_FILENO, line, aroundFrame: true) }
+            if let logFile, lvl <= logFile.level { logFile.append(line) }
         }
     }
 
@@ -107,5 +122,71 @@ final class Console: Sendable {
             if n <= 0 { if errno == EINTR { continue }; return }
             offset += n
         }
+    }
+}
+
+/// `--log-file PATH`: lines appended (O_APPEND, so runs from cron add to one record), each with the local time
+/// and zone, colour codes removed; created 0600. Progress frames never reach it.
+final class LogFile: Sendable {
+    let level: LogLevel
+    private let fd: Int32
+    private let lock = Mutex(())
+
+    /// Opens `path` for appending; the error names the file and the reason.
+    init(path: String, level: LogLevel) throws {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw LogFileError(path: path, errno: errno) }
+        self.fd = fd
+        self.level = level
+    }
+
+    deinit { close(fd) }
+
+    func append(_ text: String) {
+        let stamp = Self.stamp(Date())
+        var out = ""
+        for line in Self.plain(text).split(separator: "\n", omittingEmptySubsequences: true) {
+            out += stamp + " " + line + "\n"
+        }
+        guard !out.isEmpty else { return }
+        lock.withLock { _ in
+            let bytes = Array(out.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+                if n <= 0 { if errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+
+    /// `text` without SGR colour sequences (`ESC [ … m`) and without CR.
+    static func plain(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        var scalars = text.unicodeScalars.makeIterator()
+        while let c = scalars.next() {
+            if c == "\u{1B}" {
+                while let d = scalars.next(), !(d.properties.isAlphabetic) {}
+                continue
+            }
+            if c != "\r" { out.append(c) }
+        }
+        return String(out)
+    }
+
+    static func stamp(_ date: Date) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ssxxx"
+        return f.string(from: date)
+    }
+}
+
+struct LogFileError: Error, ExitCodeProviding, CustomStringConvertible {
+    var path: String
+    var errno: Int32
+    var exitCode: ExitCode { .ioError }
+    var description: String {
+        "cannot open the log file \(path): \(String(cString: strerror(errno))); check that its folder exists and is writable"
     }
 }

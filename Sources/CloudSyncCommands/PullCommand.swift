@@ -68,6 +68,14 @@ struct PullCommand {
         if args.has("progress") && args.has("no-progress") {
             throw UsageError(message: "cloudsync: --progress and --no-progress exclude each other", hint: "Run 'cloudsync pull --help' for usage.")
         }
+        var statsEvery: TimeInterval?
+        if let text = args.value("stats") {
+            guard let seconds = TimeSpan.parse(text), seconds >= 1, seconds <= 86400 else {
+                throw UsageError(message: "cloudsync: --stats expects a duration from 1s to 24h such as 30s or 1m, got '\(text)'",
+                                 hint: "Run 'cloudsync pull --help' for usage.")
+            }
+            statsEvery = seconds
+        }
         let progress: ProgressMode = args.has("progress") ? .on : args.has("no-progress") ? .off : .auto
         let renderer = PullRenderer(console: context.console, quiet: args.has("quiet"), dryRun: options.dryRun, json: context.json,
                                     progress: progress)
@@ -104,6 +112,17 @@ struct PullCommand {
         }
         let interrupt = InterruptHandler { work.cancel() }
         defer { interrupt.stop() }
+        // --stats: one line per period while the work runs (with -q, in the log file only).
+        let stats = statsEvery.map { every in
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(every))
+                    if Task.isCancelled { break }
+                    context.console.note(renderer.statsLine() + "\n", quiet: args.has("quiet"))
+                }
+            }
+        }
+        defer { stats?.cancel() }
         let reports: [SyncReport]
         let worst: ExitCode
         do {

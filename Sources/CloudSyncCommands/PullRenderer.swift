@@ -83,9 +83,9 @@ final class PullRenderer: Sendable {
                 s.totalBytes = bytes
                 return s.upToDate
             }
-            if !quiet && files + headsOnly > 0 {
+            if files + headsOnly > 0 {
                 let heads = headsOnly > 0 ? " and the heads of \(counted(headsOnly, "more track", "more tracks"))" : ""
-                console.err("\(TerminalText.escape(remote)): \(counted(files, "file")) to fetch\(heads) (\(ByteSize.format(bytes))), \(upToDate) up to date\n")
+                console.note("\(TerminalText.escape(remote)): \(counted(files, "file")) to fetch\(heads) (\(ByteSize.format(bytes))), \(upToDate) up to date\n", quiet: quiet)
             }
         case .fileStarted(_, let path, let size, let missing):
             state.withLock { $0.active[path] = Active(size: size, done: size - missing) }
@@ -98,26 +98,24 @@ final class PullRenderer: Sendable {
             draw()
         case .fileFinished(let remote, let path, let result):
             let name = "\(TerminalText.escape(remote))/\(TerminalText.escape(path))"
-            let line: String? = state.withLock { s in
+            let line: (text: String, failed: Bool)? = state.withLock { s in
                 s.active[path] = nil
                 switch result {
                 case .completed(let fetched, let kind):
                     s.finished += 1
-                    return quiet ? nil : "fetched  \(ByteSize.format(fetched).leftPad(9))  \(name)\(kind.map { "  (\($0.rawValue) ok)" } ?? "")"
+                    return ("fetched  \(ByteSize.format(fetched).leftPad(9))  \(name)\(kind.map { "  (\($0.rawValue) ok)" } ?? "")", false)
                 case .headCached:
                     return nil
                 case .failed(let message, _):
                     s.finished += 1
-                    return "\(console.paint("failed", "31"))   \(name): \(TerminalText.escape(message))"
+                    return ("\(console.paint("failed", "31"))   \(name): \(TerminalText.escape(message))", true)
                 }
             }
-            if let line { console.err(line + "\n") }
+            if let line { console.note(line.text + "\n", quiet: quiet && !line.failed) }
             draw(force: true)
         case .removed(let remote, let path, let keptPinned):
-            if !quiet {
-                let name = "\(TerminalText.escape(remote))/\(TerminalText.escape(path))"
-                console.err(keptPinned ? "kept     \(name) (deleted remotely, but pinned)\n" : "removed  \(name) (deleted remotely)\n")
-            }
+            let name = "\(TerminalText.escape(remote))/\(TerminalText.escape(path))"
+            console.note(keptPinned ? "kept     \(name) (deleted remotely, but pinned)\n" : "removed  \(name) (deleted remotely)\n", quiet: quiet)
         case .warning(let remote, let message):
             console.err("cloudsync: \(console.paint("warning:", "33")) \(TerminalText.escape(remote)): \(TerminalText.escape(message))\n")
         case .budget(_, let summary, let reduced):
@@ -130,10 +128,10 @@ final class PullRenderer: Sendable {
                     console.out("\(verb) \(ByteSize.format(item.bytes).leftPad(9))  \(TerminalText.escape(item.remote))/\(TerminalText.escape(item.path))\(item.action == "head" ? "  (keeps its head)" : "")\n")
                 }
                 if let summary { console.out(Self.budgetLine(summary, after: true) + "\n") }
-            } else if !quiet {
+            } else {
                 for item in reduced {
                     let verb = item.action == "head" ? "shrunk " : "evicted"
-                    console.err("\(verb)  \(ByteSize.format(item.bytes).leftPad(9))  \(TerminalText.escape(item.remote))/\(TerminalText.escape(item.path))\(item.action == "head" ? " (its head stays)" : "")\n")
+                    console.note("\(verb)  \(ByteSize.format(item.bytes).leftPad(9))  \(TerminalText.escape(item.remote))/\(TerminalText.escape(item.path))\(item.action == "head" ? " (its head stays)" : "")\n", quiet: quiet)
                 }
             }
         }
@@ -142,8 +140,8 @@ final class PullRenderer: Sendable {
     /// The one line a run prints when the library does not fit its budget (not an error: exit 0).
     func finish() {
         clearLive()
-        guard !quiet, !dryRun, let summary = state.withLock({ $0.budget }), summary.libraryExceedsBudget else { return }
-        console.err(Self.budgetLine(summary, after: false) + "\n")
+        guard !dryRun, let summary = state.withLock({ $0.budget }), summary.libraryExceedsBudget else { return }
+        console.note(Self.budgetLine(summary, after: false) + "\n", quiet: quiet)
     }
 
     static func budgetLine(_ s: BudgetSummary, after: Bool) -> String {
@@ -161,7 +159,8 @@ final class PullRenderer: Sendable {
 
     func summary(_ report: SyncReport) {
         clearLive()
-        guard !quiet || !report.failed.isEmpty || !report.unreadableFolders.isEmpty, !dryRun else { return }
+        guard !dryRun else { return }
+        let failed = !report.failed.isEmpty || !report.unreadableFolders.isEmpty
         let elapsed = state.withLock { Date().timeIntervalSince($0.started) }
         var line = "\(TerminalText.escape(report.remote)): \(report.listed) listed, \(report.new) new, \(report.changed) changed, \(report.deleted) deleted; "
         line += "fetched \(counted(report.fetchedFiles, "file")) (\(ByteSize.format(report.fetchedBytes))) in \(String(format: "%.1f", elapsed)) s"
@@ -171,10 +170,21 @@ final class PullRenderer: Sendable {
             let names = report.unreadableFolders.map { $0.isEmpty ? "/" : TerminalText.escape($0) }.joined(separator: ", ")
             line += "; \(report.unreadableFolders.count == 1 ? "1 folder" : "\(report.unreadableFolders.count) folders") could not be read: \(names)"
         }
-        if report.fatal == nil { console.err(line + "\n") }
+        if report.fatal == nil { console.note(line + "\n", quiet: quiet && !failed) }
     }
 
     // MARK: - Live frame (terminal only)
+
+    /// The `--stats` line: `stats: 3 of 12 files, 40.1 MiB of 120 MiB (33 %), 4.1 MiB/s, 1:30 elapsed, 2 running`.
+    func statsLine(now: Date = Date()) -> String {
+        state.withLock { s in
+            let elapsed = max(0.001, now.timeIntervalSince(s.started))
+            let percent = s.totalBytes > 0 ? " (\(Int(Double(s.doneBytes) / Double(s.totalBytes) * 100)) %)" : ""
+            return "stats: \(s.finished) of \(counted(s.total, "file")), \(ByteSize.format(s.doneBytes)) of "
+                + "\(ByteSize.format(s.totalBytes))\(percent), \(ByteSize.format(Int64(Double(s.doneBytes) / elapsed)))/s, "
+                + "\(formatDuration(elapsed)) elapsed, \(s.active.count) running"
+        }
+    }
 
     private func draw(force: Bool = false) {
         guard live else { return }
