@@ -162,6 +162,20 @@ public final class Cache: Sendable {
         try upsert(remote: remote, files: [file])[0]
     }
 
+    /// Marks the entries at `paths` of `remote` as deleted remotely (kept by a pull with `--no-delete`); the time of
+    /// the first such listing stays. A later listing of the file clears the mark. Unknown paths are ignored.
+    public func markDeletedRemotely(remote: String, paths: [String], at date: Date = Date()) throws(CacheError) {
+        guard !paths.isEmpty else { return }
+        try withDatabase { db throws(CacheError) in
+            try db.withTransaction { () throws(CacheError) in
+                for path in paths {
+                    try db.run("UPDATE files SET gone = ? WHERE remote = ? AND path = ? AND gone = 0",
+                               [.real(max(date.timeIntervalSince1970, 1)), .text(remote), .text(path)])
+                }
+            }
+        }
+    }
+
     /// Removes the entries at `paths` of `remote`: index rows, complete files in `tracks/`, partials.
     /// Pinned entries are kept and reported. Unknown paths are ignored.
     @discardableResult
@@ -410,7 +424,8 @@ public final class Cache: Sendable {
                        added: Date(timeIntervalSince1970: row.added),
                        lastPlayed: row.lastPlayed > 0 ? Date(timeIntervalSince1970: row.lastPlayed) : nil,
                        outdatedTrackBytes: row.state == .complete ? 0 : row.trackBytes,
-                       tags: row.tags, duration: row.duration)
+                       tags: row.tags, duration: row.duration,
+                       deletedRemotely: row.gone > 0 ? Date(timeIntervalSince1970: row.gone) : nil)
     }
 
     func notFound(remote: String, path: String) -> CacheError {

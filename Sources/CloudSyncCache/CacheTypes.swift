@@ -52,6 +52,8 @@ public struct CacheEntryInfo: Sendable, Hashable {
     /// Tags read from the start set (the engine's JSON) and the duration in seconds; nil until read.
     public var tags: String?
     public var duration: Double?
+    /// When a pull that keeps deletions (`--no-delete`) found the remote file gone; nil while it is listed.
+    public var deletedRemotely: Date?
 
     public var path: String { file.path }
 

@@ -63,6 +63,10 @@ enum IndexSchema {
             message TEXT
         );
         """,
+        // 4: tracks a pull kept although their remote file is gone (`pull --no-delete`): when it was seen gone.
+        """
+        ALTER TABLE files ADD COLUMN gone REAL NOT NULL DEFAULT 0;
+        """,
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {
@@ -83,7 +87,7 @@ enum IndexSchema {
     static let rowColumns = """
         id, remote, path, local_path, provider_id, size, modified, revision, hashes, mime, download_hint, state, \
         generation, ranges, present_bytes, track_bytes, pinned, last_access, start_set, head, added, last_played, \
-        tags, duration, validator
+        tags, duration, validator, gone
         """
 
     /// Hashes as `kind:value` separated by spaces (hex and base64 contain neither); unknown kinds are skipped.
@@ -139,7 +143,7 @@ enum IndexSchema {
         ]
         if let existing = try row(db, remote: remote, file: file) {
             if case .same = existing.status {
-                try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ? WHERE id = ?",
+                try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?, gone = 0 WHERE id = ?",
                            metadata + [.int(existing.id)])
                 return (existing.status, nil)
             }
@@ -147,7 +151,7 @@ enum IndexSchema {
                 UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?,
                     size = ?, modified_s = ?, revision = ?, generation = generation + 1, state = 0, ranges = NULL,
                     present_bytes = 0, start_set = NULL, start_bytes = 0, head = 0, tags = NULL, duration = NULL,
-                    validator = NULL, added = ?
+                    validator = NULL, gone = 0, added = ?
                 WHERE id = ?
                 """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),
                                  .int(existing.id)])
@@ -196,6 +200,8 @@ struct IndexRow: Sendable {
     var duration: Double?
     /// The entity tag the partial's bytes were served under, once learnt.
     var validator: String?
+    /// When a listing last found the remote file gone while the pull kept the track (0: listed).
+    var gone: Double
 
     var path: String { file.path }
 
@@ -238,5 +244,6 @@ struct IndexRow: Sendable {
         tags = row.optionalText(22)
         duration = row.isNull(23) ? nil : row.double(23)
         validator = row.optionalText(24)
+        gone = row.double(25)
     }
 }

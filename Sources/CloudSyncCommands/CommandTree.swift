@@ -24,7 +24,7 @@ enum CommandTree {
         discussion: """
         Lists live from the provider (and refreshes the index) unless --offline or --m3u is given. When the \
         cloud cannot be reached (no network, DNS failure, connection refused) ls retries once, then prints the \
-        index's state with a warning and exits 0. Columns: state (cached, head, partial NN%, missing, outdated), \
+        index's state with a warning and exits 0. Columns: state (cached, head, partial NN%, missing, outdated, deleted remotely), \
         size, modified (local time, $TZ), duration, path, and "Artist – Title" when tagged; the count of tracks \
         follows on stderr. Tags and durations come from the index (read from each track's start set), so they need \
         no network. A PATH that matches nothing exits 2 with the closest path.
@@ -32,7 +32,7 @@ enum CommandTree {
         options: remoteSelection + [
             .flag("offline", "List from the local index without contacting the provider."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10; when the host cannot be reached at all: 1, then the index is shown)."),
-            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, head_bytes, outdated, local_path, duration_s, tags)."),
+            .flag("json", "Print a JSON array on stdout (keys: remote, path, size, modified, mime, hashes, state, cached_bytes, head_bytes, outdated, deleted_remotely, local_path, duration_s, tags)."),
             .flag("long", "Add album, hash, MIME type and local path lines."),
             .flag("tsv", "One tab-separated line per track for scripts: remote, path, state, size (bytes), cached bytes, modified (ISO 8601 UTC)."),
             .value("artist", "TEXT", "Only tracks whose artist or album artist tag contains TEXT (ignoring case)."),
@@ -72,6 +72,7 @@ enum CommandTree {
             .flag("progress", "Draw the live progress frame even when stderr is not a terminal (width: $COLUMNS, else 80); never with TERM=dumb (default: on a terminal)."),
             .flag("no-progress", "Never draw the live progress frame; print one line per finished file."),
             .flag("json", "Print a JSON summary on stdout."),
+            .flag("no-delete", "Keep cached tracks whose remote file is gone (ls shows them as deleted remotely; pull.delete = false always)."),
         ] + FilterOptions.specs,
         positionals: [PositionalSpec(name: "PATH", help: "Only these files or folders (relative to the remote's root, or REMOTE/PATH as ls prints it; "
             + "case-sensitive). A PATH that matches nothing exits 2 naming the closest path; the others are pulled.", optional: true, repeats: true)]

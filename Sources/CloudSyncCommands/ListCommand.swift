@@ -51,7 +51,7 @@ struct ListCommand {
                             logger: context.logger, events: { _ in })
             do {
                 let listed = try await sync.refreshIndex()
-                rows += kept(try cache.entries(remote: remote.name).filter { listed.contains($0.path) })
+                rows += kept(try cache.entries(remote: remote.name).filter { listed.contains($0.path) || $0.deletedRemotely != nil })
             } catch let error as ProviderError where error.code == .unreachable {
                 context.console.err("cloudsync: warning: \(remote.name): offline, so this is the index's state (the last listing and what is cached), not the cloud's: \(error.message)\n")
                 rows += kept(try cache.entries(remote: remote.name))
@@ -94,8 +94,10 @@ struct ListCommand {
 /// How `ls` prints entries. Pure, snapshot-tested.
 enum ListingOutput {
     /// `cached`, `head` (starts at once; the rest is not cached), `partial NN%`, `missing`; `outdated` when an
-    /// older version is what `tracks/` holds (still playable) while the current one is not complete.
+    /// older version is what `tracks/` holds (still playable) while the current one is not complete; `deleted
+    /// remotely` for a track a pull kept (`--no-delete`) although its remote file is gone.
     static func stateText(_ row: CacheEntryInfo) -> String {
+        if row.deletedRemotely != nil { return "deleted remotely" }
         if row.state != .complete && row.outdatedTrackBytes > 0 { return "outdated" }
         switch row.stateName {
         case "partial":
@@ -112,11 +114,13 @@ enum ListingOutput {
         dates.timeZone = timeZone
         dates.dateFormat = "yyyy-MM-dd HH:mm"
         var out = ""
+        // Wider only when a row is `deleted remotely`, so the other columns stay aligned.
+        let stateWidth = rows.contains { $0.deletedRemotely != nil } ? 16 : 12
         for row in rows {
             let path = TerminalText.escape(multipleRemotes ? "\(row.remote)/\(row.path)" : row.path)
             let label = TrackLabel(row)
             let tagged = TrackColumns.tableColumns(label)
-            var line = "\(stateText(row).rightPad(12)) \(ByteSize.format(row.file.size).leftPad(9))  \(dates.string(from: row.file.modified))  \(tagged.duration.leftPad(7))  \(path)"
+            var line = "\(stateText(row).rightPad(stateWidth)) \(ByteSize.format(row.file.size).leftPad(9))  \(dates.string(from: row.file.modified))  \(tagged.duration.leftPad(7))  \(path)"
             if let text = tagged.line { line += "  \(TerminalText.escape(text))" }
             if long {
                 line += "\n    album: \(label.album ?? "-")"
@@ -169,6 +173,7 @@ enum ListingOutput {
             out += ",\"mime\":\(row.file.mimeType.map(jsonString) ?? "null")"
             out += ",\"modified\":\(jsonString(iso.string(from: row.file.modified)))"
             out += ",\"outdated\":\(row.state != .complete && row.outdatedTrackBytes > 0)"
+            out += ",\"deleted_remotely\":\(row.deletedRemotely != nil)"
             out += ",\"path\":\(jsonString(row.path)),\"remote\":\(jsonString(row.remote))"
             out += ",\"size\":\(row.file.size),\"state\":\(jsonString(state)),\(TrackColumns.jsonTags(label))}"
         }

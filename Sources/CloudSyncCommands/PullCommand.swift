@@ -97,6 +97,7 @@ struct PullCommand {
                                                  unreachableRetries: options.dryRun ? retries ?? ListCommand.unreachableRetries : nil)
                     var remoteOptions = options
                     remoteOptions.filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
+                    remoteOptions.delete = settings.delete && !args.has("no-delete")
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
                                     transport: transport, pacer: built.pacer, cache: cache, options: remoteOptions,
                                     logger: context.logger, events: renderer.handle)

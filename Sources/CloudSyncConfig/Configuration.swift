@@ -63,6 +63,9 @@ public struct PullSettings: Sendable, Hashable {
     /// Seconds one API request (a listing page, a PROPFIND, a link) may take in all, answer included (default 5 min).
     /// Downloads have no such deadline.
     public var apiTimeout: TimeInterval
+    /// Whether a pull removes cached tracks whose remote file is gone (default true; `pull --no-delete` for one
+    /// run). Kept tracks are shown by `ls` as `deleted remotely`.
+    public var delete = true
 
     public init(jobs: Int = 4, chunkSize: Int64 = 8 << 20, segments: Int = 4, segmentThreshold: Int64 = 64 << 20,
                 bwlimit: Int64? = nil, retries: Int = 10, headFirst: Int64 = 512 << 10, headSeconds: Double = 10,

@@ -28,6 +28,7 @@ extension Configuration {
         lines.append(entry("pull.head_first", "head_first", .text(Self.renderSize(pull.headFirst))))
         lines.append("head_seconds = \(pull.headSeconds.rounded() == pull.headSeconds ? String(Int(pull.headSeconds)) : String(pull.headSeconds))")
         lines.append(entry("pull.api_timeout", "api_timeout", .text(Self.renderDuration(pull.apiTimeout))))
+        lines.append("delete = \(pull.delete)")
         lines.append("")
         lines.append("[audio]")
         lines.append("extensions = [" + audio.extensions.sorted().map(Self.quoted).joined(separator: ", ") + "]")

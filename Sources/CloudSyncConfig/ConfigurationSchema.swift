@@ -6,7 +6,7 @@ enum Schema {
     static let sections = ["cache", "pull", "audio", "remote"]
     static let cache = ["dir", "max_size", "min_free", "max_age", "checkpoint"]
     static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first",
-                       "head_seconds", "api_timeout"]
+                       "head_seconds", "api_timeout", "delete"]
     static let audio = ["extensions"]
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
@@ -113,6 +113,12 @@ struct SchemaReader {
             pull.headSeconds = seconds
         }
         pull.apiTimeout = try duration("api_timeout", in: pullTable, path: "pull", default: pull.apiTimeout)
+        if let node = pullTable?["delete"] {
+            guard case .boolean(let value) = node.value else {
+                throw fail("delete must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
+            }
+            pull.delete = value
+        }
 
         var audio = AudioFilter()
         if let audioTable, let node = audioTable["extensions"] {

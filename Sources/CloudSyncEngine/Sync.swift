@@ -73,7 +73,16 @@ public struct Sync: Sendable {
             }
         }
 
-        let (plan, cursor) = try await listAndPlan(into: &report)
+        var (plan, cursor) = try await listAndPlan(into: &report)
+        // Without delete, tracks whose remote file is gone stay (marked in the index) and are planned as usual.
+        var keptDeletions: [String] = []
+        if !options.delete && !plan.remove.isEmpty {
+            // Said once: tracks an earlier run already kept are not deletions of this run.
+            let marked = Set(try cache.entries(remote: remote).filter { $0.deletedRemotely != nil }.map(\.path))
+            keptDeletions = plan.remove.filter { !marked.contains($0) }
+            report.deleted = keptDeletions.count
+            plan.remove = []
+        }
         events(.planned(remote: remote, plan: plan))
         let budget = CacheBudget(cache: cache, settings: options.budget, logger: logger)
         let removing = Set(plan.remove.map { RemotePath(remote: remote, path: $0) })
@@ -91,6 +100,12 @@ public struct Sync: Sendable {
         for path in plan.remove {
             let removal = try cache.remove(remote: remote, path: path)
             events(.removed(remote: remote, path: path, keptPinned: !removal.keptPinned.isEmpty))
+        }
+        if !keptDeletions.isEmpty {
+            try cache.markDeletedRemotely(remote: remote, paths: keptDeletions)
+            let count = keptDeletions.count
+            events(.warning(remote: remote, message: "\(count) track\(count == 1 ? "" : "s") deleted remotely kept in the cache "
+                + "(--no-delete / pull.delete = false); ls shows \(count == 1 ? "it" : "them") as deleted remotely"))
         }
         // A pull restricted to PATHs applies only part of the listing (deletions elsewhere wait), so it must not
         // advance the change feed past changes it did not apply.

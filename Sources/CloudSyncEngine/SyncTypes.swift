@@ -24,6 +24,9 @@ public struct SyncOptions: Sendable {
     /// pass every one. They apply to the listing before the index, so an excluded file is neither indexed,
     /// fetched nor removed; a cached track that becomes excluded stays as it is.
     public var filters: [PathFilter]
+    /// Remove cached tracks whose remote file is gone (default). false (`--no-delete`, `pull.delete = false`)
+    /// keeps them, marked as deleted remotely in the index.
+    public var delete = true
     /// Plan only: change nothing, fetch nothing.
     public var dryRun: Bool
     /// Wait for another run's pull lock instead of failing with `.locked`.

@@ -47,9 +47,15 @@ struct ExampleConfigurationTests {
                     "extensions", "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url",
                     "client_id", "client_secret", "access_token", "refresh_token", "url", "user", "password",
                     "password_command", "auth", "acknowledge_abuse", "include", "exclude", "filter_from", "ignore_case",
-                    "min_size", "min_age"]
+                    "min_size", "min_age", "delete"]
         for key in keys {
             #expect(text.contains("\(key) = "), "config.example.toml does not mention \(key)")
+        }
+        // README's key table (#20.15) names each of them too, as `section.key` or `key` in a remote's row.
+        let readme = try String(contentsOf: ConfigExample.url.deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let rows = readme.components(separatedBy: "\n").filter { $0.hasPrefix("| `") }
+        for key in keys {
+            #expect(rows.contains { $0.contains(".\(key)`") || $0.contains("`\(key)`") }, "README's key table does not name \(key)")
         }
     }
 }

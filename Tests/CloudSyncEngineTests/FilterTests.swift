@@ -107,3 +107,40 @@ import Testing
         #expect(config.stderr.contains("\(fixture.env.config.path):14:21:"), "stderr: \(config.stderr)")
     }
 }
+
+/// #25's `--no-delete` / `pull.delete = false` with the real binary and the WebDAV fake.
+@Suite struct NoDeleteTests {
+    @Test func aTrackDeletedRemotelyStaysCachedAndLsSaysSo() throws {
+        var fixture = try Fixture(seed: 30, files: FilterTests.files)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let kept = try #require(fixture.library.files["Album/b.mp3"])
+        try fixture.library.remove("Album/b.mp3")
+        try fixture.server.reset()
+        let first = try fixture.env.run(["pull", "--no-delete", "--json"])
+        #expect(first.status == 0 && first.stdout.contains(#""deleted":1"#), "\(first.stdout) \(first.stderr)")
+        #expect(first.stderr.contains("1 track deleted remotely kept in the cache"), "stderr: \(first.stderr)")
+        #expect(try Data(contentsOf: fixture.env.tracks.appendingPathComponent("Album/b.mp3")) == kept)
+        let ls = try fixture.env.run(["ls"])
+        #expect(ls.status == 0 && ls.stdout.contains("deleted remotely") && ls.stdout.contains("Album/b.mp3"), "\(ls.stdout) \(ls.stderr)")
+        let json = try fixture.env.index()["Album/b.mp3"]
+        #expect(json?["deleted_remotely"] as? Bool == true && json?["state"] as? String == "cached", "\(String(describing: json))")
+        #expect(try fixture.env.index()["Album/a.flac"]?["deleted_remotely"] as? Bool == false)
+        // Configured instead of the flag; an earlier run's kept deletion is not reported again.
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), pull: ["delete = false"])
+        let again = try fixture.env.run(["pull", "--json"])
+        #expect(again.status == 0 && again.stdout.contains(#""deleted":0"#) && !again.stderr.contains("kept in the cache"),
+                "\(again.stdout) \(again.stderr)")
+        #expect(FileManager.default.fileExists(atPath: fixture.env.tracks.appendingPathComponent("Album/b.mp3").path))
+        // Listed again, it is an ordinary track; with delete on, a deletion removes it.
+        try fixture.library.add("Album/b.mp3", kept)
+        #expect(try fixture.env.run(["ls"]).status == 0)
+        #expect(try fixture.env.index()["Album/b.mp3"]?["deleted_remotely"] as? Bool == false)
+        try fixture.library.remove("Album/b.mp3")
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url))
+        let removing = try fixture.env.run(["pull", "--json"])
+        #expect(removing.status == 0 && removing.stdout.contains(#""deleted":1"#), "\(removing.stdout) \(removing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fixture.env.tracks.appendingPathComponent("Album/b.mp3").path))
+        try fixture.env.expectTracksEqual(fixture.library)
+    }
+}
