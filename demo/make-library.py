@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes a small sample music library: short sine-wave WAV files in nested folders, some with
-spaces and non-ASCII names. Usage: make-library.py DIR [--count N]. Deterministic: same files each run."""
+spaces and non-ASCII names. Tracks under Artist/Album/ carry RIFF INFO tags (title, artist, album, track),
+so `cloudsync ls` shows "Artist – Title"; the loose ones have none and show their file names.
+Usage: make-library.py DIR [--count N]. Deterministic: same files each run."""
 import math, os, struct, sys, wave
 
 TRACKS = [
@@ -30,6 +32,29 @@ def write_track(path, index, seconds=1.0, rate=22050):
         w.setframerate(rate)
         w.writeframes(bytes(frames))
 
+def info_chunk(tags):
+    """A LIST/INFO chunk of (id, UTF-8 text) pairs, each NUL-terminated and padded to an even size."""
+    body = b"INFO"
+    for key, text in tags:
+        value = text.encode("utf-8") + b"\0"
+        body += key.encode("ascii") + struct.pack("<I", len(value)) + value + (b"\0" if len(value) % 2 else b"")
+    return b"LIST" + struct.pack("<I", len(body)) + body
+
+def tag_track(path, rel):
+    """Appends INFO tags taken from Artist/Album/NN - Title.wav to the file and fixes the RIFF size."""
+    parts = rel.split("/")
+    if len(parts) != 3 or parts[0] == "Loose Tracks":
+        return
+    artist, album, leaf = parts[0], parts[1], os.path.splitext(parts[2])[0]
+    number, _, title = leaf.partition(" - ")
+    tags = [("INAM", title if title else leaf), ("IART", artist), ("IPRD", album)]
+    if title and number.isdigit():
+        tags.append(("ITRK", str(int(number))))
+    with open(path, "r+b") as f:
+        data = f.read() + info_chunk(tags)
+        f.seek(0)
+        f.write(data[:4] + struct.pack("<I", len(data) - 8) + data[8:])
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make-library.py DIR")
@@ -38,6 +63,7 @@ def main():
         target = os.path.join(root, rel)
         if not os.path.exists(target):
             write_track(target, i, seconds=1.0 + (i % 4) * 0.5)
+            tag_track(target, rel)
     # A non-audio file that must not be pulled.
     notes = os.path.join(root, "Loose Tracks", "notes.txt")
     with open(notes, "w") as f:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bundled demo: serves a generated library with a real WebDAV server (rclone serve webdav, Basic
-# auth, 127.0.0.1 only), writes a config for it, then runs `cloudsync pull` and `cloudsync ls`.
+# auth, 127.0.0.1 only), writes a config for it, then runs `cloudsync pull` and `cloudsync ls` (also by tag).
 # Everything lives in demo/run/; nothing outside it is touched.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +40,9 @@ echo "== cloudsync pull --remote demo"
 echo
 echo "== cloudsync ls --remote demo"
 "$bin" ls --remote demo
+echo
+echo "== cloudsync ls --offline --artist чайковский --sort artist   (tags read from the start sets, no network)"
+"$bin" ls --offline --remote demo --artist чайковский --sort artist
 echo
 echo "Tracks are in: $("$bin" cache path)/tracks/demo"
 echo "Config used:   $run/config.toml (try: CLOUDSYNC_CONFIG=$run/config.toml $bin --help)"

@@ -107,6 +107,16 @@ struct BenchQuickTests {
         #expect(table.contains("| **wrong bytes** | **0** |"), "table:\n\(table)")
     }
 
+    @Test("instant-start --quick: the ten formats of #17 decode offline through serve from their start sets")
+    func instantStart() throws {
+        let (status, table, stderr) = try Self.runQuick("instant-start")
+        #expect(status == 0, "bench/instant-start.sh --quick failed:\n\(stderr)\n\(table)")
+        for format in ["mp3-cover.mp3", "m4a-end.m4a", "opus-cover.opus", "wav.wav"] {
+            #expect(table.contains("| \(format) |"), "no row for \(format) in:\n\(table)")
+        }
+        #expect(!table.contains("| failed |"), "table:\n\(table)")
+    }
+
     @Test("torture --quick: every fault row behaves as expected")
     func torture() throws {
         let (status, table, stderr) = try Self.runQuick("torture")

@@ -1,5 +1,6 @@
 @testable import CloudSyncCache
 @testable import CloudSyncCommands
+import CloudSyncAudio
 import CloudSyncCore
 import CloudSyncEngine
 import CloudSyncServer
@@ -52,6 +53,40 @@ import Testing
         #expect(label.playlistLine == c.playlist)
         #expect(label.playlistSeconds == c.seconds)
         #expect(label.durationText == c.time)
+    }
+
+    /// The index's tags are what StartSets writes: JSONEncoder's output of TrackInfo (sorted keys). TrackLabel reads
+    /// them back exactly, hostile text included.
+    @Test(arguments: [
+        TrackInfo(title: "Café — Пётр 東京 🎵", artist: "Mötley Crüe & Björk", albumArtist: "Various Ärtists", album: "Ünïcode Album ½",
+                  trackNumber: 9, trackTotal: 12, discNumber: 1, discTotal: 2, date: "2019", genre: "Jazz", durationSeconds: 40.5,
+                  sampleRate: 44100, channels: 2, bitrate: 128_000),
+        TrackInfo(title: "quote \" backslash \\ slash / tab \t nl \n nul \u{0} bell \u{7} del \u{7F}", artist: "\u{FFFD}\u{10FFFF}"),
+        TrackInfo(album: "", trackNumber: 999_999, discNumber: 0, date: "2019-05-04"),
+        TrackInfo(durationSeconds: 1e-9, sampleRate: 8000),
+        TrackInfo(),
+    ])
+    func tagsJSONReadsWhatTheEngineWrites(_ info: TrackInfo) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let json = String(decoding: try encoder.encode(info), as: UTF8.self)
+        let tags = TrackLabel(Self.row("a.mp3", tags: json)).tags
+        #expect(tags == TrackLabel.Tags(title: info.title, artist: info.artist, albumArtist: info.albumArtist, album: info.album,
+                                        track: info.trackNumber, disc: info.discNumber, date: info.date, genre: info.genre), "\(json)")
+    }
+
+    @Test(arguments: [
+        #"{"title":"a""#, #"{"title":"a",}"#, #"["title"]"#, #"{"title":"a"} x"#, #"{"title":"\x"}"#, #"{"title":"\u12"}"#,
+        #"{"title":{"nested":1}}"#, #"{"title" "a"}"#, "", "{", #"{"trackNumber":1e999}"#,
+    ])
+    func malformedTagsJSONShowsTheFileName(_ json: String) {
+        let label = TrackLabel(Self.row("Album/Song.mp3", tags: json))
+        #expect(label.tags == TrackLabel.Tags() && label.title == "Song", "\(json)")
+    }
+
+    @Test func escapedSurrogatePairsAndLoneSurrogates() {
+        #expect(TrackLabel(Self.row("a.mp3", tags: #"{"title":"\ud83c\udfb5 \u00e9\/"}"#)).tags.title == "🎵 é/")
+        #expect(TrackLabel(Self.row("a.mp3", tags: #"{"title":"x\ud83cy"}"#)).tags.title == "x\u{FFFD}y")
     }
 
     @Test func jsonCarriesTagsAndDuration() throws {

@@ -1,3 +1,4 @@
+@testable import CloudSyncCache
 import CloudSyncCore
 import Foundation
 import Testing
@@ -167,6 +168,19 @@ import Testing
     @Test func htmlEscapesEverything() {
         #expect(Markup.escape("<script>alert('x')</script> & \"q\"") == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
         #expect(Markup.escape("a\u{1}b\u{FFFE}c\td") == "a\u{FFFD}b\u{FFFD}c\td", "characters XML cannot carry")
+    }
+
+    /// Tags are remote input: the index page escapes them like names, and a playlist line never breaks.
+    @Test func hostileTagsInTheIndexPageAndPlaylist() {
+        let tags = #"{"album":"<i>A</i>","artist":"<script>x</script>","title":"T\nitle & \"q\""}"#
+        let row = CacheEntryInfo(remote: "r", file: RemoteFile(path: "a.mp3", size: 10, modified: Date(timeIntervalSince1970: 0)),
+                                 state: .missing, presentBytes: 0, localPath: "r/a.mp3", tracksURL: URL(fileURLWithPath: "/tmp/t"),
+                                 pinned: false, lastAccess: Date(timeIntervalSince1970: 0), startSet: nil, headPresent: false,
+                                 added: Date(timeIntervalSince1970: 0), lastPlayed: nil, outdatedTrackBytes: 0, tags: tags, duration: 65.4)
+        let html = IndexPage.html([row], remotes: ["r"], unavailable: [:], token: nil)
+        #expect(html.contains("<td>1:05</td><td>&lt;script&gt;x&lt;/script&gt; – T itle &amp; &quot;q&quot;</td><td>&lt;i&gt;A&lt;/i&gt;</td>"), "\(html)")
+        #expect(!html.contains("<script>") && !html.contains("<i>"))
+        #expect(Playlist.m3u([row], baseURL: "http://h") == "#EXTM3U\n#EXTINF:65,<script>x</script> - T itle & \"q\"\nhttp://h/tracks/r/a.mp3\n")
     }
 
     @Test func constantTimeTokenComparison() {
