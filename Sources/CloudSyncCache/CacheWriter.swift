@@ -13,6 +13,7 @@ import Synchronization
 /// and an index held busy by another process delays only this queue.
 ///
 /// Work runs in submission order. Async callers wait on a continuation, so no thread of theirs is parked.
+/// Cancellation does not interrupt work that was submitted (a checkpoint is short and must finish).
 final class CacheWriter: Sendable {
     private let queue = DispatchQueue(label: "cloudsync-cache-writer")
     /// Promotions waiting for their batch.
@@ -27,15 +28,43 @@ final class CacheWriter: Sendable {
     /// Runs `work` on the writer queue; returns at once.
     func async(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
 
-    /// Runs `work` on the writer queue and waits for it without blocking the caller's thread. Cancellation does
-    /// not interrupt work that has been submitted (a checkpoint is short and must finish).
-    func run<T: Sendable>(_ work: @escaping @Sendable () throws(CacheError) -> T) async throws(CacheError) -> T {
-        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<T, CacheError>, Never>) in
-            queue.async {
-                do throws(CacheError) { c.resume(returning: .success(try work())) } catch { c.resume(returning: .failure(error)) }
+    // MARK: Flushes together
+
+    struct FlushRequest: Sendable {
+        let writer: EntryWriter
+        let done: @Sendable (Result<Void, CacheError>) -> Void
+    }
+
+    private let flushes = Mutex((requests: [FlushRequest](), scheduled: false))
+
+    /// Runs `writer`'s checkpoint in the next flush batch (what queued while the writer was busy) and waits for it.
+    func flush(_ writer: EntryWriter) async throws(CacheError) {
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, CacheError>, Never>) in
+            let request = FlushRequest(writer: writer) { c.resume(returning: $0) }
+            let schedule = flushes.withLock { f -> Bool in
+                f.requests.append(request)
+                if f.scheduled { return false }
+                f.scheduled = true
+                return true
             }
+            if schedule { queue.async { self.runFlushes() } }
         }
-        return try result.get()
+        try result.get()
+    }
+
+    private func runFlushes() {
+        let batch = flushes.withLock { f -> [FlushRequest] in
+            defer { f.requests = []; f.scheduled = false }
+            return f.requests
+        }
+        // The syncs together first, then each checkpoint, whose fdatasync finds little or nothing left to write. The
+        // first syncs are only an optimisation: errors (and injected faults, `cache.io`) surface from each
+        // checkpoint's own sync.
+        let open = batch.filter { !$0.writer.isClosed && !$0.writer.isCompleted && $0.writer.descriptor >= 0 }
+        if open.count > 1 { _ = Self.syncTogether(open.map(\.writer.descriptor), io: .system) }
+        for request in batch {
+            do throws(CacheError) { try request.writer.checkpoint(); request.done(.success(())) } catch { request.done(.failure(error)) }
+        }
     }
 
     // MARK: Group commit

@@ -368,9 +368,11 @@ public final class EntryWriter: Sendable {
         }
     }
 
-    /// ``checkpoint()`` on the cache's writer, waited for without blocking the caller's thread.
+    /// ``checkpoint()`` on the cache's writer, waited for without blocking the caller's thread. Flushes requested
+    /// while the writer is busy are done together: their fdatasyncs are issued at once before each checkpoint
+    /// runs (and then finds its bytes on disk), so many files flushing at once cost one journal commit.
     public func flush() async throws(CacheError) {
-        try await cache.writer.run { [self] () throws(CacheError) in try checkpoint() }
+        try await cache.writer.flush(self)
     }
 
     /// Makes every byte written so far durable and visible: fdatasync the partial file, then commit the ranges
