@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Time to first byte of `cloudsync serve` on loopback, for a cached track and for uncached ones (one
-# provider round trip to a local `rclone serve webdav`). Reports medians; asserts nothing.
+# provider round trip to a local `rclone serve webdav`), and for the cached track again while a `pull` of
+# 100 x 8 MiB fills the same cache (on /tmp, a disk here). Reports medians; asserts nothing.
 #
 #   usage: bench/serve-ttfb.sh [RUNS]        (default 50 cached requests, 15 uncached tracks)
 #   env:   CLOUDSYNC=path/to/cloudsync       (default: .build/release/cloudsync, else .build/debug/cloudsync)
@@ -28,6 +29,9 @@ trap cleanup EXIT
 mkdir -p "$work/library/bench"
 head -c $((4 * 1024 * 1024)) /dev/urandom >"$work/library/bench/cached.flac"
 for i in $(seq 1 $uncached); do head -c $((4 * 1024 * 1024)) /dev/urandom >"$work/library/bench/uncached-$i.flac"; done
+mkdir -p "$work/library/bench/load"
+head -c $((8 * 1024 * 1024)) /dev/urandom >"$work/load.bin"
+for i in $(seq 1 100); do { printf '%08d' "$i"; tail -c +9 "$work/load.bin"; } >"$work/library/bench/load/track-$i.flac"; done
 read -r dav_port dav_pid dav_state < <(Tests/servers/start-webdav.sh rclone "$work/library")
 cat >"$work/config.toml" <<TOML
 [cache]
@@ -60,6 +64,18 @@ miss=$(for i in $(seq 1 $uncached); do ttfb "$base/uncached-$i.flac"; done | med
 direct=$(for i in $(seq 1 $uncached); do curl -s -o /dev/null -u demo:demo-pass -H "Range: bytes=0-65535" \
     -w '%{time_starttransfer}\n' "http://127.0.0.1:$dav_port/dav/bench/uncached-$i.flac" | awk '{printf "%.3f\n", $1*1000}'; done | median)
 
+# While a pull fills the same cache: as many cached requests as fit in the pull, at least $runs (then the pull is
+# still running for every one of them, or the figure says how many it covered).
+cs -q pull --remote bench bench/load >/dev/null 2>"$work/pull.err" &
+pull_pid=$!
+sleep 0.3
+: >"$work/during.txt"; during_runs=0
+while kill -0 "$pull_pid" 2>/dev/null; do ttfb "$base/cached.flac" >>"$work/during.txt"; during_runs=$((during_runs + 1)); done
+wait "$pull_pid" || { echo "serve-ttfb: the pull failed:" >&2; cat "$work/pull.err" >&2; exit 5; }
+during=$(median <"$work/during.txt")
+p90=$(sort -n "$work/during.txt" | awk '{a[NR]=$1} END {print a[int(NR*0.9)+ (NR*0.9>int(NR*0.9))]}')
+
 echo "binary: $bin"
 echo "cached track   TTFB median over $runs: ${cached} ms   (goal <= 2 ms)"
 echo "uncached track TTFB median over $uncached: ${miss} ms   (one provider round trip; rclone direct: ${direct} ms)"
+echo "cached track   TTFB median over $during_runs during a pull of 100 x 8 MiB on the same cache: ${during} ms, p90 ${p90} ms   (goal <= 2 ms)"

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Throughput: cloudsync pull vs rclone copy --transfers 4, aria2c -j4 and curl --parallel-max 4, same libraries,
-# same loopback servers, in one run. Libraries: 200 x 8 MiB, 2000 x 200 KiB, 1 x 1 GiB (--quick: 20 x 1 MiB,
-# 100 x 20 KiB, 1 x 32 MiB). Servers: nginx (plain HTTP for curl/aria2c/rclone :http:, WebDAV dav-ext for
-# cloudsync) and rclone serve webdav (for cloudsync and rclone copy :webdav:). Each tool runs RUNS times
-# (default 5, --quick 1), interleaved; the first run of every tool is checked byte for byte.
+# Throughput: cloudsync pull vs rclone copy --transfers 4 and curl --parallel-max 4, same libraries, same loopback
+# servers, in one run, with the destination (cloudsync's cache, the peers' folder) first on a disk filesystem
+# (BENCH_DISK, default /var/tmp: ext4 here) and then on tmpfs (/dev/shm). Every peer is followed by `sync -f` on
+# its folder, so it ends with the same durability as a pull (whose tracks are on disk when it exits); every run
+# starts after a `sync -f`, so none pays for the previous one's writeback. Libraries: 200 x 8 MiB, 2000 x 200 KiB,
+# 1 x 1 GiB (--quick: 20 x 1 MiB, 100 x 20 KiB, 1 x 32 MiB). Servers: nginx (plain HTTP for curl, WebDAV dav-ext for
+# cloudsync) and rclone serve webdav (for cloudsync and rclone copy :webdav:). Each tool runs RUNS times (default
+# 5, --quick 1), interleaved; the first run of every tool is checked byte for byte. `uptime` is logged per run.
 # --segments instead compares one big file (1 GiB; --quick: 64 MiB) over one connection and over several:
 # cloudsync with pull.segments = 1 and 4, curl, aria2c -x1 and -x4 -s4, rclone copy --multi-thread-streams 1
 # and 4, first on plain nginx, then on nginx with limit_rate BENCH_LIMIT_RATE (default 50m) per connection.
-#   usage: bench/throughput.sh [--quick] [--segments]    env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_LIMIT_RATE
+#   usage: bench/throughput.sh [--quick] [--segments]
+#   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_LIMIT_RATE, BENCH_SETS (e.g. "200x8MiB 1x1GiB")
 source "$(dirname "$0")/lib.sh"
-need rclone aria2c nginx
+need rclone nginx
 SEGMENTS=0; for arg in "$@"; do [ "$arg" = --segments ] && SEGMENTS=1; done
 
 # check_tree DIR EXPECTED WHAT: counts a failure when DIR's tree_sum is not EXPECTED.
@@ -85,9 +89,19 @@ fi
 out=$RESULTS/throughput$([ $QUICK = 1 ] && echo -quick || true).md
 if [ $QUICK = 1 ]; then sets=("20x1MiB 20 1048576" "100x20KiB 100 20480" "1x32MiB 1 33554432")
 else sets=("200x8MiB 200 8388608" "2000x200KiB 2000 204800" "1x1GiB 1 1073741824"); fi
+if [ -n "${BENCH_SETS:-}" ]; then
+    chosen=(); for set in "${sets[@]}"; do case " $BENCH_SETS " in *" ${set%% *} "*) chosen+=("$set") ;; esac; done
+    sets=("${chosen[@]}")
+fi
+DISKWORK=$(mktemp -d "${BENCH_DISK:-/var/tmp}/cloudsync-bench-disk.XXXXXX")
+trap 'rm -rf "$DISKWORK"; cleanup' EXIT
+fstype() { { findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"; } | head -1; }
+places=("$(fstype "$DISKWORK"):$DISKWORK" "$(fstype "$WORK"):$WORK/place")
+mkdir -p "$WORK/place"
 obscured=$(rclone obscure demo-pass)
 failures=0
-{ echo "# Throughput ($(date -u +%F))"; echo; machine_line; echo "Runs per tool: $RUNS (interleaved)."; [ $QUICK = 1 ] && echo "Quick mode: sizes are too small for the ratios to mean anything; it checks that every tool runs and gets the right bytes."; echo; } >"$out"
+{ echo "# Throughput ($(date -u +%F))"; echo; machine_line; echo "Runs per tool: $RUNS (interleaved). Destinations: ${places[*]%%:*}; peers end with \`sync -f\`."
+  [ $QUICK = 1 ] && echo "Quick mode: sizes are too small for the ratios to mean anything; it checks that every tool runs and gets the right bytes."; echo; } >"$out"
 
 for set in "${sets[@]}"; do
     read -r name count size <<<"$set"
@@ -96,72 +110,71 @@ for set in "${sets[@]}"; do
     gib=$(python3 -c "print($count*$size/2**30)")
     start_nginx "$lib"; start_rclone_webdav "$lib"
     log "throughput $name: nginx :$NGINX_PORT, rclone serve webdav :$RCLONE_PORT"
-    webdav_config "$WORK/cs-rclone.toml" "$WORK/cache" "http://127.0.0.1:$RCLONE_PORT/"
-    webdav_config "$WORK/cs-nginx.toml" "$WORK/cache" "http://127.0.0.1:$NGINX_PORT/dav/"
-    # aria2c input file and curl config over the same URLs.
-    python3 - "$lib" "$NGINX_PORT" "$WORK/dst" "$WORK/aria2.txt" "$WORK/curl.cfg" <<'PY'
+    res=$WORK/$name.txt; : >"$res"; loads=$WORK/$name.loads; : >"$loads"
+    for run in $(seq 1 "$RUNS"); do
+        for place in "${places[@]}"; do
+            fs=${place%%:*} dir=${place#*:}
+            webdav_config "$WORK/cs-rclone.toml" "$dir/cache" "http://127.0.0.1:$RCLONE_PORT/"
+            webdav_config "$WORK/cs-nginx.toml" "$dir/cache" "http://127.0.0.1:$NGINX_PORT/dav/"
+            python3 - "$lib" "$NGINX_PORT" "$dir/dst" "$WORK/curl.cfg" <<'PY'
 import os, sys
 from urllib.parse import quote
-lib, port, dst, aria, cfg = sys.argv[1:6]
-with open(aria, "w") as a, open(cfg, "w") as c:
+lib, port, dst, cfg = sys.argv[1:5]
+with open(cfg, "w") as c:
     for d, _, files in os.walk(lib):
         for n in sorted(files):
             rel = os.path.relpath(os.path.join(d, n), lib)
-            url = f"http://127.0.0.1:{port}/lib/" + quote(rel)
-            a.write(f"{url}\n  out={rel}\n")
-            c.write(f'url = "{url}"\noutput = "{dst}/{rel}"\n')
+            c.write(f'url = "http://127.0.0.1:{port}/lib/{quote(rel)}"\noutput = "{dst}/{rel}"\n')
 PY
-    res=$WORK/$name.txt; : >"$res"
-    tools=(cloudsync@rclone-dav rclone-copy@rclone-dav cloudsync@nginx-dav rclone-copy@nginx-http aria2c@nginx-http curl@nginx-http)
-    for run in $(seq 1 "$RUNS"); do
-        for tool in "${tools[@]}"; do
-            rm -rf "$WORK/dst" "$WORK/cache"; mkdir -p "$WORK/dst"
-            case $tool in
-            cloudsync@rclone-dav) measure "$res" "$tool" env CLOUDSYNC_CONFIG="$WORK/cs-rclone.toml" "$BIN" pull --quiet; got=$WORK/cache/tracks/bench ;;
-            cloudsync@nginx-dav)  measure "$res" "$tool" env CLOUDSYNC_CONFIG="$WORK/cs-nginx.toml" "$BIN" pull --quiet; got=$WORK/cache/tracks/bench ;;
-            rclone-copy@rclone-dav) measure "$res" "$tool" rclone copy :webdav: "$WORK/dst" --config /dev/null --transfers 4 \
-                    --webdav-url "http://127.0.0.1:$RCLONE_PORT/" --webdav-user demo --webdav-pass "$obscured"; got=$WORK/dst ;;
-            rclone-copy@nginx-http) measure "$res" "$tool" rclone copy :http: "$WORK/dst" --config /dev/null --transfers 4 \
-                    --http-url "http://127.0.0.1:$NGINX_PORT/lib/"; got=$WORK/dst ;;
-            aria2c@nginx-http) measure "$res" "$tool" aria2c -j4 -i "$WORK/aria2.txt" -d "$WORK/dst" --file-allocation=none \
-                    --console-log-level=error --summary-interval=0 --download-result=hide --allow-overwrite=true; got=$WORK/dst ;;
-            curl@nginx-http) measure "$res" "$tool" curl --parallel --parallel-max 4 --fail -s --create-dirs -K "$WORK/curl.cfg"; got=$WORK/dst ;;
-            esac
-            [ "$run" = 1 ] && check_tree "$got" "$expect" "$tool on $name"
+            for tool in cloudsync@rclone-dav rclone-copy@rclone-dav cloudsync@nginx-dav curl@nginx-http; do
+                rm -rf "$dir/dst" "$dir/cache"; mkdir -p "$dir/dst"; sync -f "$dir"
+                echo "$tool/$fs $(cut -d' ' -f1 /proc/loadavg)" >>"$loads"
+                case $tool in
+                cloudsync@rclone-dav) measure "$res" "$tool/$fs" env CLOUDSYNC_CONFIG="$WORK/cs-rclone.toml" "$BIN" pull --quiet; got=$dir/cache/tracks/bench ;;
+                cloudsync@nginx-dav)  measure "$res" "$tool/$fs" env CLOUDSYNC_CONFIG="$WORK/cs-nginx.toml" "$BIN" pull --quiet; got=$dir/cache/tracks/bench ;;
+                rclone-copy@rclone-dav) measure "$res" "$tool/$fs" bash -c 'rclone copy :webdav: "$1" --config /dev/null --transfers 4 \
+                        --webdav-url "$2" --webdav-user demo --webdav-pass "$3" && sync -f "$1"' _ "$dir/dst" "http://127.0.0.1:$RCLONE_PORT/" "$obscured"
+                    got=$dir/dst ;;
+                curl@nginx-http) measure "$res" "$tool/$fs" bash -c 'curl --parallel --parallel-max 4 --fail -s --create-dirs -K "$2" && sync -f "$1"' \
+                        _ "$dir/dst" "$WORK/curl.cfg"; got=$dir/dst ;;
+                esac
+                [ "$run" = 1 ] && check_tree "$got" "$expect" "$tool/$fs on $name"
+            done
+            rm -rf "$dir/dst" "$dir/cache"
         done
     done
-    rm -rf "$WORK/dst" "$WORK/cache"
     {
         echo "## $name ($(python3 -c "print(f'{$gib:.3f}')") GiB)"; echo
         summarize "$res" "$gib"; echo
-        python3 - "$res" "$name" <<'PY'
+        python3 - "$res" "$name" "$loads" "${places[@]%%:*}" <<'PY'
 import statistics, sys
 rows = {}
 for l in open(sys.argv[1]):
     p = l.split(); rows.setdefault(p[0], []).append(p)
+loads = [float(l.split()[1]) for l in open(sys.argv[3])]
 wall = {k: statistics.median(float(r[1]) for r in v) for k, v in rows.items()}
 cpu = {k: statistics.median(float(r[2]) + float(r[3]) for r in v) for k, v in rows.items()}
 rss = {k: max(int(r[4]) for r in v) / 1024 for k, v in rows.items()}
-goal = {"200x8MiB": 0.8, "2000x200KiB": 0.5, "1x1GiB": 1.0}.get(sys.argv[2])
+name = sys.argv[2]
 def div(a, b): return a / b if b > 0 else float("inf")
-def line(text, ok): print(f"- {text}: **{'met' if ok else 'not met'}**")
-r = div(wall["cloudsync@rclone-dav"], wall["rclone-copy@rclone-dav"])
-line(f"wall cloudsync / rclone copy (both on rclone serve webdav) = {r:.2f}" + (f" (goal ≤ {goal})" if goal else ""), goal is None or r <= goal)
-r2 = div(wall["cloudsync@nginx-dav"], wall["rclone-copy@nginx-http"])
-print(f"- wall cloudsync@nginx-dav / rclone copy :http: on nginx = {r2:.2f}")
-for k in ("cloudsync@nginx-dav", "cloudsync@rclone-dav"):
-    r3 = div(wall[k], wall["curl@nginx-http"])
-    line(f"wall {k} / curl@nginx-http = {r3:.2f} (goal ≤ 1.0, never behind curl)", r3 <= 1.0)
-c = div(cpu["cloudsync@nginx-dav"], cpu["curl@nginx-http"])
-line(f"CPU cloudsync@nginx-dav / curl = {c:.2f} (goal ≤ 1.0)", c <= 1.0)
-m = max(rss["cloudsync@nginx-dav"], rss["cloudsync@rclone-dav"])
-line(f"cloudsync peak RSS = {m:.1f} MiB (goal ≤ 40)", m <= 40)
+def line(text, goal, value): print(f"- {text} = {value:.2f}" + (f" (goal ≤ {goal}): **{'met' if value <= goal else 'not met'}**" if goal else ""))
+print(f"- load average (1 min) at the start of the runs: median {statistics.median(loads):.1f}, {min(loads):.1f}–{max(loads):.1f}")
+for fs in sys.argv[4:]:
+    g = lambda k: wall.get(f"{k}/{fs}", float("nan"))
+    line(f"{fs}: wall cloudsync / rclone copy + sync -f (both on rclone serve webdav)", 0.8 if name.startswith("200x") else None,
+         div(g("cloudsync@rclone-dav"), g("rclone-copy@rclone-dav")))
+    line(f"{fs}: wall cloudsync@nginx-dav / curl --parallel + sync -f", 1.0 if not name.startswith("200x") else None,
+         div(g("cloudsync@nginx-dav"), g("curl@nginx-http")))
+    c = div(cpu.get(f"cloudsync@nginx-dav/{fs}", 0), cpu.get(f"curl@nginx-http/{fs}", 0))
+    line(f"{fs}: CPU cloudsync@nginx-dav / curl", 1.0, c)
+m = max(v for k, v in rss.items() if k.startswith("cloudsync"))
+line("cloudsync peak RSS MiB", 40, m)
 PY
         echo
     } >>"$out"
     stop_servers
     rm -rf "$lib"
 done
-echo "Commands: see bench/throughput.sh (cloudsync pull --quiet with pull.jobs = 4, chunk 8 MiB, checkpoint 8 MiB; rclone copy --transfers 4; aria2c -j4 --file-allocation=none; curl --parallel --parallel-max 4 -K list)." >>"$out"
+echo "Commands: see bench/throughput.sh (cloudsync pull --quiet with pull.jobs = 4, chunk 8 MiB, checkpoint 8 MiB; rclone copy --transfers 4 && sync -f; curl --parallel --parallel-max 4 -K list && sync -f)." >>"$out"
 cat "$out"
 [ "$failures" = 0 ] || { echo "bench: $failures tool runs produced wrong files" >&2; exit 1; }

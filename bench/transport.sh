@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side transport benchmark on loopback: curl (4 parallel, one process) vs CurlTransport
-# (transport-bench, 4 concurrent, pwrite into files). "CurlTransport(4)" schedules its tasks on the
-# transport's executor (the network thread, like curl's single thread); "CT global pool" on Swift's
-# cooperative pool, which costs two thread switches per request. nginx serves files from tmpfs on a free port.
+# (transport-bench, 4 concurrent, pwrite into files; its tasks run on Swift's cooperative pool, like the
+# engine's). nginx serves files from tmpfs on a free port.
 # Prints MiB/s, CPU seconds per GiB and peak RSS for each workload. QUICK=1 uses smaller workloads;
 # RUNS (default 5) repetitions per client, interleaved, give medians; BUFFERS="16 100" adds buffer-size rows.
 # Usage: bench/transport.sh            (from the repository root; builds transport-bench in release)
@@ -108,7 +107,6 @@ for w in "${WORKLOADS[@]}"; do
     for _ in $(seq "$RUNS"); do
         measure "curl -Z (4)" $total curl -fsS -Z --parallel-max 4 -K "$WORK/curl.cfg"
         measure "CurlTransport(4)" $total "${ct[@]}"
-        measure "CT global pool" $total "${ct[@]}" --global
         for kib in ${BUFFERS:-}; do measure "CT buf ${kib}KiB" $total "${ct[@]}" --buffer-kib "$kib"; done
     done
     python3 - "$ROWS" "$count x $label" <<'PY'

@@ -21,6 +21,8 @@ public final class Cache: Sendable {
     let partialFD: Int32
     let locksFD: Int32
     let store: Mutex<Database>
+    /// Runs checkpoints and group commits of this cache's writers, off every caller's thread.
+    let writer = CacheWriter()
 
     /// Opens the cache at `root`, creating the layout (root mode 0700) and migrating the index schema.
     /// Throws ``CacheError`` (`.io`, `.corrupt` for an index from a newer cloudsync or a damaged one).

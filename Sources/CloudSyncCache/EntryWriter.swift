@@ -24,6 +24,25 @@ extension Cache {
         return try EntryWriter(cache: self, row: row, lock: lock)
     }
 
+    /// Opens the entry for writing like ``openWriter(remote:path:wait:)``, waiting while another writer (of this
+    /// process or another) holds its lock: non-blocking attempts with an async back-off (5 ms doubling to 100 ms,
+    /// the `TokenStore.lock` idiom), so no thread is parked meanwhile. Cancellation ends the wait
+    /// (`CancellationError`).
+    public func openWriterWaiting(remote: String, path: String) async throws -> EntryWriter {
+        var pause: UInt64 = 5_000_000
+        while true {
+            let held: CacheError
+            do {
+                return try openWriter(remote: remote, path: path, wait: false)
+            } catch {
+                held = error
+            }
+            guard held.code == .busy, held.errno == EWOULDBLOCK else { throw held }
+            try await Task.sleep(nanoseconds: pause)
+            pause = min(pause * 2, 100_000_000)
+        }
+    }
+
     /// Repairs every entry whose promotion was cut between the rename into `tracks/` and the index commit (a
     /// kill -9, a full disk): the index claims every byte, the partial file is gone, and `tracks/` holds a file
     /// of the right size with the remote's mtime, which promotion sets just before the rename (after the hash
@@ -143,11 +162,16 @@ final class EntryLock: Sendable {
 }
 
 /// Fills one entry's sparse partial file. Thread-safe: `write(_:at:)` may be called from a transport thread
-/// while another thread checkpoints.
+/// while the cache's writer checkpoints.
 ///
-/// Durability contract: bytes written are *pending* until ``checkpoint()``, which fdatasyncs the partial file
-/// and only then commits the ranges to the index. The index never claims bytes that are not on disk; a kill -9
+/// Durability contract: bytes written are *pending* until a checkpoint, which fdatasyncs the partial file and
+/// only then commits the ranges to the index. The index never claims bytes that are not on disk; a kill -9
 /// loses at most the bytes since the last checkpoint. Readers in other processes see bytes after a checkpoint.
+///
+/// Threads: ``write(_:at:)`` and ``checkpointIfDue()`` only `pwrite` and take a short lock, so a transport's
+/// network thread may call them; the checkpoint itself (fdatasync, then the index) runs on the cache's writer
+/// queue (``CacheWriter``) and lags the transfer. A checkpoint that failed there is thrown by the next
+/// `checkpointIfDue()`, ending that file's transfer only.
 public final class EntryWriter: Sendable {
     public let remote: String
     public let path: String
@@ -169,14 +193,25 @@ public final class EntryWriter: Sendable {
 
     private struct Pending {
         var ranges = AppendingRanges()
+        /// What the index holds (a copy of `Durable.committed`, updated in the same step as `ranges`), so that
+        /// present ranges are read without waiting for a checkpoint in progress.
+        var committed: RangeSet<Int64>
         var bytesSinceCheckpoint: Int64 = 0
+        var lastCheckpoint: ContinuousClock.Instant = .now
         var open = true
+        /// A checkpoint is queued on the cache's writer.
+        var checkpointQueued = false
+        /// What the last queued checkpoint threw, for the next ``checkpointIfDue()`` to report.
+        var failure: CacheError?
+        /// ``verify(expectedHash:verify:)`` passed and nothing was written or discarded since.
+        var verified = false
     }
 
     private struct Durable {
         var committed: RangeSet<Int64>
-        var lastCheckpoint: ContinuousClock.Instant
         var completed: Bool
+        /// The partial file's descriptor was closed (``close()``): a queued checkpoint finds nothing to do.
+        var closed = false
         /// The start set, once known: a commit that covers it marks the entry `head`.
         var startSet: RangeSet<Int64>?
         /// The entity tag the present bytes were served under.
@@ -184,7 +219,7 @@ public final class EntryWriter: Sendable {
     }
 
     /// Guards bytes written but not yet committed. Lock order: `durable` before `pending`.
-    private let pending = Mutex(Pending())
+    private let pending: Mutex<Pending>
     /// Held for a whole checkpoint, discard or completion; guards what the index holds.
     private let durable: Mutex<Durable>
 
@@ -202,7 +237,8 @@ public final class EntryWriter: Sendable {
             partialName = Cache.partialName(id: row.id, generation: row.generation)
             partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
             fd = -1
-            durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), lastCheckpoint: .now, completed: true,
+            pending = Mutex(Pending(committed: RangeSet(0..<row.file.size)))
+            durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), completed: true,
                                     startSet: row.startSet, validator: row.validator))
             return
         }
@@ -238,7 +274,8 @@ public final class EntryWriter: Sendable {
         partialURL = cache.root.appendingPathComponent("partial/\(name)", isDirectory: false)
         let display = cache.display("partial/\(name)")
         self.fd = fd
-        durable = Mutex(Durable(committed: committed, lastCheckpoint: .now, completed: false, startSet: row.startSet,
+        pending = Mutex(Pending(committed: committed))
+        durable = Mutex(Durable(committed: committed, completed: false, startSet: row.startSet,
                                 validator: generation == row.generation ? row.validator : nil))
         do throws(Errno) {
             try cache.io.ftruncate(fd, row.file.size)
@@ -264,9 +301,11 @@ public final class EntryWriter: Sendable {
 
     /// Bytes present: committed to the index or written and pending.
     public func presentRanges() -> RangeSet<Int64> {
-        var all = durable.withLock { $0.committed }
-        all.formUnion(pending.withLock { $0.ranges.set })
-        return all
+        pending.withLock { p in
+            var all = p.committed
+            all.formUnion(p.ranges.set)
+            return all
+        }
     }
 
     /// Byte ranges still to fetch, in order.
@@ -298,32 +337,57 @@ public final class EntryWriter: Sendable {
         pending.withLock {
             $0.ranges.insert(offset..<end)
             $0.bytesSinceCheckpoint += Int64(bytes.count)
+            $0.verified = false
         }
     }
 
-    /// Checkpoints when ``CacheLimits/checkpointBytes`` were written or ``CacheLimits/checkpointInterval``
-    /// passed since the last checkpoint. Call after each write.
+    /// Asks the cache's writer for a checkpoint when ``CacheLimits/checkpointBytes`` were written or
+    /// ``CacheLimits/checkpointInterval`` passed since the last one, and returns at once (one checkpoint is queued
+    /// at a time). Call after each write; safe on a network thread. Throws what the previous queued checkpoint
+    /// threw (`.diskFull`, `.io`, `.changed`), once.
     public func checkpointIfDue() throws(CacheError) {
-        let bytes = pending.withLock { $0.bytesSinceCheckpoint }
-        guard bytes > 0 else { return }
-        let last = durable.withLock { $0.lastCheckpoint }
-        if bytes >= cache.limits.checkpointBytes || ContinuousClock.now - last >= cache.limits.checkpointInterval {
-            try checkpoint()
+        let due = try pending.withLock { (p: inout Pending) throws(CacheError) -> Bool in
+            if let failure = p.failure {
+                p.failure = nil
+                throw failure
+            }
+            guard p.bytesSinceCheckpoint > 0, !p.checkpointQueued else { return false }
+            guard p.bytesSinceCheckpoint >= cache.limits.checkpointBytes
+                || ContinuousClock.now - p.lastCheckpoint >= cache.limits.checkpointInterval else { return false }
+            p.checkpointQueued = true
+            return true
         }
+        guard due else { return }
+        cache.writer.async { [self] in
+            let outcome: CacheError?
+            do throws(CacheError) { try checkpoint(); outcome = nil } catch { outcome = error }
+            pending.withLock { p in
+                p.checkpointQueued = false
+                if let outcome { p.failure = outcome }
+            }
+        }
+    }
+
+    /// ``checkpoint()`` on the cache's writer, waited for without blocking the caller's thread. Flushes requested
+    /// while the writer is busy are done together: their fdatasyncs are issued at once before each checkpoint
+    /// runs (and then finds its bytes on disk), so many files flushing at once cost one journal commit.
+    public func flush() async throws(CacheError) {
+        try await cache.writer.flush(self)
     }
 
     /// Makes every byte written so far durable and visible: fdatasync the partial file, then commit the ranges
     /// to the index (data before metadata). If fdatasync fails, the pending ranges are dropped (their pages may
     /// be lost) and must be fetched again. Throws `.diskFull`, `.io`, or `.changed` when the remote file changed
-    /// (the entry's fingerprint moved on) or was removed since this writer opened.
+    /// (the entry's fingerprint moved on) or was removed since this writer opened. Blocks for the sync: async
+    /// code calls ``flush()``.
     public func checkpoint() throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
-            guard !d.completed else { return }
+            guard !d.completed, !d.closed else { return }
             let snapshot = pending.withLock { p in
                 p.bytesSinceCheckpoint = 0
+                p.lastCheckpoint = .now
                 return p.ranges.set
             }
-            d.lastCheckpoint = .now
             if snapshot.isEmpty { return }
             do throws(Errno) {
                 try cache.io.fdatasync(fd)
@@ -336,7 +400,10 @@ public final class EntryWriter: Sendable {
             next.formUnion(snapshot)
             try commit(next, startSet: d.startSet)
             d.committed = next
-            pending.withLock { $0.ranges.subtract(snapshot) }
+            pending.withLock { p in
+                p.committed = next
+                p.ranges.subtract(snapshot)
+            }
         }
     }
 
@@ -344,9 +411,13 @@ public final class EntryWriter: Sendable {
     public func discard(_ range: Range<Int64>) throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed else { return }
-            pending.withLock { $0.ranges.remove(contentsOf: range) }
             var next = d.committed
             next.remove(contentsOf: range)
+            pending.withLock { p in
+                p.ranges.remove(contentsOf: range)
+                p.committed = next
+                p.verified = false
+            }
             try commit(next, startSet: d.startSet)
             d.committed = next
         }
@@ -419,15 +490,20 @@ public final class EntryWriter: Sendable {
         }
     }
 
-    /// Finishes the entry once every byte is present (committed or pending: no separate checkpoint, the
-    /// fsync before the rename makes every byte durable); if `expectedHash` is given, `verify` computes
-    /// the hash of the partial file (return nil when it cannot compute that kind; the hash is then not
-    /// checked); on mismatch every byte is discarded and `.hashMismatch` is thrown (fetch again once; a second
-    /// mismatch is the caller's error to report). Then fsync, set mtime to the remote's, and atomically rename
-    /// into `tracks/`, replacing an older version only now; mark complete. Nothing is done if it is already
-    /// complete. Throws `.incomplete` if bytes are missing, `.changed` if the remote file changed meanwhile.
-    public func complete(expectedHash: ContentHash?, verify: (URL) throws -> String?) throws {
-        if durable.withLock({ $0.completed }) { return }
+    /// Finishes the entry: ``verify(expectedHash:verify:)``, then ``promote()``.
+    public func complete(expectedHash: ContentHash?, verify: (URL) throws -> String?) async throws {
+        if isCompleted { return }
+        try self.verify(expectedHash: expectedHash, verify: verify)
+        try await promote()
+    }
+
+    /// Checks that every byte is present (committed or pending: no separate checkpoint, the promotion's sync
+    /// makes every byte durable) and, if `expectedHash` is given, that `verify` (the hash of the partial file;
+    /// nil when it cannot compute that kind, and the hash is then not checked) matches it. On mismatch every byte
+    /// is discarded and `.hashMismatch` is thrown (fetch again once; a second mismatch is the caller's error to
+    /// report). Throws `.incomplete` if bytes are missing. Allows ``promote()`` until the next write or discard.
+    public func verify(expectedHash: ContentHash?, verify: (URL) throws -> String?) throws {
+        if isCompleted { return }
         let missing = missingRanges()
         guard missing.isEmpty else {
             throw CacheError(.incomplete, "\(remote):\(path) still misses \(ByteSize.format(missing.byteCount)); fetch "
@@ -439,79 +515,105 @@ public final class EntryWriter: Sendable {
                 + "\(computed) but the provider says \(expectedHash.value); the bytes were discarded. Pull again; if it "
                 + "repeats, the provider's copy or hash is inconsistent.", path: path)
         }
-        try durable.withLock { (d: inout Durable) throws(CacheError) in
-            try promote()
-            d.completed = true
-        }
-        pending.withLock { $0.open = false }
+        pending.withLock { $0.verified = true }
     }
 
-    private func promote() throws(CacheError) {
-        let display = cache.display("partial/\(partialName)")
-        if fsync(fd) != 0 { throw cache.fs.error("fsync", display) }
+    /// Promotes the verified entry in the cache's next group commit (``PromotionBatch``): synced with the rest of
+    /// the batch, given the remote's mtime, renamed atomically into `tracks/` (replacing an older version only
+    /// now) and marked complete. Returns when that batch is done, within a fraction of a second of the call,
+    /// without blocking the caller's thread. Nothing is done if it is already complete. Throws `.incomplete`
+    /// unless ``verify(expectedHash:verify:)`` passed since the last write, `.changed` if the remote file changed
+    /// meanwhile, `.diskFull`/`.io` from the sync, rename or index.
+    public func promote() async throws(CacheError) {
+        if isCompleted { return }
+        guard pending.withLock({ $0.verified }) else {
+            throw CacheError(.incomplete, "\(remote):\(path) was changed after its verification (or never verified); "
+                + "verify it before promoting it.", path: path)
+        }
+        try await cache.writer.promote(self, in: cache)
+    }
+
+    // MARK: Steps of a group commit (``PromotionBatch``, on the cache's writer queue)
+
+    var isCompleted: Bool { durable.withLock { $0.completed } }
+    var isClosed: Bool { durable.withLock { $0.closed } }
+    var descriptor: Int32 { fd }
+    var partialDisplay: String { cache.display("partial/\(partialName)") }
+
+    /// Gives the partial file the remote's modification time (before the rename: ``Cache/reconcilePromotions()``
+    /// recognises a cut promotion by it). Nil when it worked.
+    func setRemoteModificationTime() -> CacheError? {
         let seconds = modified.timeIntervalSince1970
-        var times = [timespec(tv_sec: Int(seconds.rounded(.down)), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9)),
-                     timespec(tv_sec: Int(seconds.rounded(.down)), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))]
-        if futimens(fd, &times) != 0 { throw cache.fs.error("futimens", display) }
+        let whole = seconds.rounded(.down)
+        var times = [timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9)),
+                     timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))]
+        return futimens(fd, &times) != 0 ? cache.fs.error("futimens", partialDisplay) : nil
+    }
+
+    /// Inside the batch's transaction: checks that the entry is still this generation, renames the partial into
+    /// its folder of `tracks/` (made if needed; `folders` keeps each folder open once per batch) and marks the
+    /// entry complete. A concurrent removal (`cache clear`, eviction) prunes folders that became empty, maybe the
+    /// one just made for this track: the folder is made again and the rename retried (a few times, then an
+    /// error). If the index update fails, the file is renamed back before the error is thrown.
+    func renameIntoTracks(db: Database, folders: inout [String: Int32]) throws(CacheError) -> (parent: Int32, leaf: String) {
+        let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
+        guard current == generation else {
+            throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
+                + "downloaded; pull again to fetch the new version.", path: path)
+        }
         var components = localPath.split(separator: "/").map(String.init)
         guard let leaf = components.popLast() else {
             throw CacheError(.corrupt, "empty local path for \(remote):\(path)", path: path)
         }
-        // A concurrent removal (`cache clear`, eviction) prunes folders that became empty, maybe the one just
-        // made for this track: the folder is made again and the rename retried (a few times, then an error).
+        let folder = components.joined(separator: "/")
         var attempt = 0
         while true {
             attempt += 1
             let parent: Int32
-            do throws(CacheError) {
+            if let open = folders[folder] {
+                parent = open
+            } else {
                 parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
                                                     display: cache.display("tracks/\(localPath)"))
-                do {
-                    try promote(into: parent, leaf: leaf)
-                } catch {
-                    Glibc.close(parent)
-                    throw error
-                }
-            } catch where error.errno == ENOENT && attempt < 8 {
-                continue
+                folders[folder] = parent
             }
-            defer { Glibc.close(parent) }
-            if fsync(parent) != 0 { cache.logger.warning("fsync of the folder of tracks/\(localPath) failed") }
-            return
+            if renameat(cache.partialFD, partialName, parent, leaf) != 0 {
+                let error = cache.fs.error("rename", cache.display("tracks/\(localPath)"))
+                if error.errno == ENOENT && attempt < 8 {
+                    // The folder was pruned under us: open (make) it again.
+                    folders[folder] = nil
+                    Glibc.close(parent)
+                    continue
+                }
+                throw error
+            }
+            do throws(CacheError) {
+                try db.run("""
+                    UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1,
+                        last_access = ?
+                    WHERE id = ?
+                    """, [.real(Date().timeIntervalSince1970), .int(id)])
+            } catch {
+                renameBack(from: parent, leaf: leaf)
+                throw error
+            }
+            return (parent, leaf)
         }
     }
 
-    /// Renames the partial to `leaf` in `parent` and marks the entry complete, in one index transaction. When
-    /// the commit fails after the rename (a full disk), the file is renamed back: `tracks/` never holds a
-    /// file the index does not know. (A kill between the two is repaired by ``Cache/reconcilePromotions()``.)
-    private func promote(into parent: Int32, leaf: String) throws(CacheError) {
-        var renamed = false
-        do {
-            try cache.withDatabase { db throws(CacheError) in
-                try db.withTransaction { () throws(CacheError) in
-                    let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
-                    guard current == generation else {
-                        throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
-                            + "downloaded; pull again to fetch the new version.", path: path)
-                    }
-                    if renameat(cache.partialFD, partialName, parent, leaf) != 0 {
-                        throw cache.fs.error("rename", cache.display("tracks/\(localPath)"))
-                    }
-                    renamed = true
-                    try db.run("""
-                        UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1,
-                            last_access = ?
-                        WHERE id = ?
-                        """, [.real(Date().timeIntervalSince1970), .int(id)])
-                }
-            }
-        } catch {
-            if renamed, renameat(parent, leaf, cache.partialFD, partialName) != 0 {
-                cache.logger.warning("tracks/\(localPath) could not be moved back after a failed index update; the next "
-                    + "pull repairs it")
-            }
-            throw error
+    /// Undoes ``renameIntoTracks(db:folders:)`` after its transaction failed: `tracks/` never holds a file the
+    /// index does not know.
+    func renameBack(from parent: Int32, leaf: String) {
+        if renameat(parent, leaf, cache.partialFD, partialName) != 0 {
+            cache.logger.warning("tracks/\(localPath) could not be moved back after a failed index update; the next "
+                + "pull repairs it")
         }
+    }
+
+    /// The batch committed this entry.
+    func markCompleted() {
+        durable.withLock { $0.completed = true }
+        pending.withLock { $0.open = false }
     }
 
     /// Checkpoints what is pending (failures are logged) and releases the writer lock. Idempotent.
@@ -524,14 +626,16 @@ public final class EntryWriter: Sendable {
         if wasOpen && fd >= 0 {
             do { try checkpoint() } catch { cache.logger.warning("last checkpoint of \(remote):\(path) failed: \(error)") }
         }
-        let completed = durable.withLock { $0.completed }
-        let released = lock.withLock { l in
-            let had = l != nil
+        // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
+        let completed = durable.withLock { d -> Bool in
+            if !d.closed && fd >= 0 { Glibc.close(fd) }
+            d.closed = true
+            return d.completed
+        }
+        lock.withLock { l in
             if completed { l?.unlinkWhileHeld() }
             l = nil
-            return had
         }
-        if released && fd >= 0 { Glibc.close(fd) }
     }
 
     /// Commits `ranges` as present (call with `durable` held, or from init). `startSet` decides `head`.

@@ -166,7 +166,10 @@ enum SegmentStopped: Error {
 }
 
 /// Receives a transfer's bytes: writes them into the cache entry and feeds the hash while they arrive in order.
-/// Bytes of a generation that is over are refused (the transfer stops).
+/// Bytes of a generation that is over are refused (the transfer stops). Runs on the transport's network thread,
+/// so it only moves bytes: a `pwrite`, the in-order hash, and a request for a checkpoint that the cache's writer
+/// runs later (``EntryWriter/checkpointIfDue()``); a failed write or checkpoint (a full disk) ends this transfer
+/// only.
 struct JobSink: ByteSink {
     let job: FileJob
     let generation: Int
@@ -214,8 +217,8 @@ struct FileFetcher: Sendable {
     let logger: Logger
 
     /// Fetches every missing byte of `job` inside `bounds`. With `checkpointAtEnd` the bytes are made durable
-    /// before returning; the full pass skips that because promotion fsyncs the file anyway (one sync fewer
-    /// per track), and a failure path checkpoints what arrived.
+    /// (on the cache's writer) before returning; the full pass skips that because promotion syncs the file anyway
+    /// (one sync fewer per track), and a failure path checkpoints what arrived.
     func fetch(_ job: FileJob, within bounds: Range<Int64>, checkpointAtEnd: Bool = true) async throws {
         while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
@@ -236,14 +239,20 @@ struct FileFetcher: Sendable {
             }
             try job.writer.checkpointIfDue()
         }
-        if checkpointAtEnd { try job.writer.checkpoint() }
+        if checkpointAtEnd { try await job.writer.flush() }
         flushProgress(job)
     }
 
-    /// Verifies the hash of a fully present file and promotes it into tracks/.
+    /// Verifies the hash of a fully present file and promotes it into tracks/ (in the cache's next group commit).
     func complete(_ job: FileJob) async throws {
+        try verify(job)
+        try await job.writer.promote()
+    }
+
+    /// Verifies that every byte of `job` is present and has the provider's hash (``EntryWriter/verify``).
+    func verify(_ job: FileJob) throws {
         let computed = try finishHash(job)
-        try job.writer.complete(expectedHash: job.expectedHash) { _ in computed }
+        try job.writer.verify(expectedHash: job.expectedHash) { _ in computed }
     }
 
     private func nextChunk(_ job: FileJob, within bounds: Range<Int64>) -> Range<Int64>? {

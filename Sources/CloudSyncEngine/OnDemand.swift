@@ -366,7 +366,7 @@ final class FetchSession: Sendable {
             } catch {
                 if error is CancellationError || fetch.isCancelled {
                     if preempted { continue }
-                    try? job.writer.checkpoint()
+                    try? await job.writer.flush()
                     break
                 }
                 if (error as? CacheError)?.code == .hashMismatch, recordMismatch() {
@@ -374,7 +374,7 @@ final class FetchSession: Sendable {
                     _ = try? job.restart(etag: nil)
                     continue
                 }
-                try? job.writer.checkpoint()
+                try? await job.writer.flush()
                 if OnDemand.isUnreachable(error) {
                     owner.markOffline(after: error, file: job.file)
                     break

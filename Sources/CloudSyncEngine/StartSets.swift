@@ -20,7 +20,8 @@ enum StartSets {
     /// Makes the start set of `job`'s track present. When it is not known yet it is analysed first: the first
     /// bytes and the tail are fetched, then whatever ranges the analysis names (a cover's end, a trailing
     /// `moov`, Ogg header pages), round by round; the start set is recorded in the index with the tags and
-    /// duration read from it. Then its missing bytes are fetched and checkpointed.
+    /// duration read from it. Then its missing bytes are fetched. They are not made durable here: the caller
+    /// flushes a head it keeps, and promotion syncs a whole track (one sync per file, shared with other files).
     static func fetch(_ job: FileJob, fetcher: FileFetcher, options: SyncOptions, logger: Logger) async throws {
         let startSet: RangeSet<Int64>
         if let known = job.writer.startSet {
@@ -82,7 +83,7 @@ enum StartSets {
     private static func fetchMissing(_ ranges: RangeSet<Int64>, of job: FileJob, fetcher: FileFetcher) async throws {
         var missing = ranges
         missing.subtract(job.writer.presentRanges())
-        for range in missing.ranges { try await fetcher.fetch(job, within: range) }
+        for range in missing.ranges { try await fetcher.fetch(job, within: range, checkpointAtEnd: false) }
     }
 }
 

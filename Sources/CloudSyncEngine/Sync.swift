@@ -462,62 +462,89 @@ public struct Sync: Sendable {
         return report
     }
 
-    /// Runs `work` for each file with at most `options.jobs` at once. `work` returns nil to go on to
+    /// What a file's fetch slot hands back: a result, or a verified file whose promotion (the cache's group
+    /// commit) is still to be awaited; the slot goes to the next file meanwhile, so a batch that waits for more
+    /// files never holds a transfer back.
+    private enum Step: Sendable {
+        case finished(path: String, result: FileResult)
+        case promoting(path: String, promotion: @Sendable () async throws -> FileResult)
+        case promoted(path: String, result: FileResult)
+    }
+
+    /// Runs `work` for each file with at most `options.jobs` fetching at once. `work` returns nil to go on to
     /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
     /// rethrown after the running files stop; other errors become `.failed` results.
     private func forEach(_ items: [RemoteFile], fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
         var fatal: (any Error)?
-        await withThrowingTaskGroup(of: (String, FileResult).self) { group in
+        await withThrowingTaskGroup(of: Step.self) { group in
             var next = 0
             func launch() {
                 guard next < items.count, fatal == nil else { return }
                 let file = items[next]
                 next += 1
                 group.addTask {
-                    let result = try await fetchOne(file, fetcher: fetcher, work: work)
-                    events(.fileFinished(remote: remote, path: file.path, result: result))
-                    return (file.path, result)
+                    let step = try await fetchOne(file, fetcher: fetcher, work: work)
+                    if case .finished(_, let result) = step {
+                        events(.fileFinished(remote: remote, path: file.path, result: result))
+                    }
+                    return step
                 }
             }
             for _ in 0 ..< options.jobs { launch() }
             while true {
                 do {
-                    guard let (path, result) = try await group.next() else { break }
-                    collect(path, result)
+                    guard let step = try await group.next() else { break }
+                    switch step {
+                    case .finished(let path, let result):
+                        collect(path, result)
+                        launch()
+                    case .promoting(let path, let promotion):
+                        group.addTask {
+                            let result = try await promotion()
+                            events(.fileFinished(remote: remote, path: path, result: result))
+                            return .promoted(path: path, result: result)
+                        }
+                        launch()
+                    case .promoted(let path, let result):
+                        collect(path, result)
+                    }
                 } catch {
                     if fatal == nil { fatal = error }
                     group.cancelAll()
                 }
-                launch()
             }
         }
         if let fatal { throw fatal }
     }
 
-    /// One file: open its entry, run `work`, then verify and promote (refetching once after a hash mismatch).
+    /// One file: open its entry (waiting for another writer without parking a thread), run `work`, then verify
+    /// (refetching once after a hash mismatch) and hand back its promotion.
     private func fetchOne(_ file: RemoteFile, fetcher: FileFetcher,
-                          work: @Sendable (FileJob) async throws -> FileResult?) async throws -> FileResult {
+                          work: @Sendable (FileJob) async throws -> FileResult?) async throws -> Step {
         for attempt in 1 ... 2 {
             let writer: EntryWriter
             do {
-                writer = try cache.openWriter(remote: remote, path: file.path, wait: true)
-            } catch {
+                writer = try await cache.openWriterWaiting(remote: remote, path: file.path)
+            } catch let error as CacheError {
                 if error.stopsRun { throw error }
-                return .failed(message: error.message, exitCode: error.exitCode)
+                return .finished(path: file.path, result: .failed(message: error.message, exitCode: error.exitCode))
             }
-            defer { writer.close() }
             events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingRanges().byteCount))
             let job = FileJob(remote: remote, file: file, writer: writer)
             do {
-                if let partial = try await work(job) { return partial }
-                try await fetcher.complete(job)
-                return .completed(fetched: job.fetched, verifiedWith: job.expectedHash?.kind)
+                if let partial = try await work(job) {
+                    try? await writer.flush()
+                    writer.close()
+                    return .finished(path: file.path, result: partial)
+                }
+                try fetcher.verify(job)
             } catch {
-                try? writer.checkpoint()
+                try? await writer.flush()
+                writer.close()
                 if let failure = Self.fileFailure(error, retryable: attempt == 1) {
-                    return failure
+                    return .finished(path: file.path, result: failure)
                 }
                 if (error as? CacheError)?.code == .hashMismatch {
                     logger.warning("\(file.path): \(String(describing: error)); fetching it once more")
@@ -525,8 +552,18 @@ public struct Sync: Sendable {
                 }
                 throw error
             }
+            return .promoting(path: file.path) {
+                defer { writer.close() }
+                do {
+                    try await writer.promote()
+                } catch {
+                    if let failure = Self.fileFailure(error, retryable: false) { return failure }
+                    throw error
+                }
+                return .completed(fetched: job.fetched, verifiedWith: job.expectedHash?.kind)
+            }
         }
-        return .failed(message: "\(file.path): hash mismatch twice", exitCode: .partialFailure)
+        return .finished(path: file.path, result: .failed(message: "\(file.path): hash mismatch twice", exitCode: .partialFailure))
     }
 
     /// The per-file result for `error`, or nil when it must be rethrown (it stops the run) or, for a first

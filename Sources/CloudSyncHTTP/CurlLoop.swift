@@ -10,8 +10,9 @@ enum CurlGlobal {
 
 /// One libcurl multi handle driven by one dedicated thread. Every transfer of a `CurlTransport` runs here,
 /// so connections (and HTTP/2 streams) are reused across requests, and no Swift cooperative thread ever
-/// waits for the network. Callbacks of all transfers run on this thread.
-final class CurlLoop: TaskExecutor, @unchecked Sendable {
+/// waits for the network. Callbacks of all transfers run on this thread, so sinks only move bytes (a `pwrite`,
+/// a hash update): anything that can wait — fdatasync, SQLite — would stall every transfer.
+final class CurlLoop: @unchecked Sendable {
     /// The multi handle; touched only by the loop thread after `init` (curl_multi_wakeup is thread-safe).
     private let multi: UnsafeMutableRawPointer
     private let limiter: BandwidthLimiter?
@@ -19,16 +20,9 @@ final class CurlLoop: TaskExecutor, @unchecked Sendable {
     private struct Inbox {
         var incoming: [Exchange] = []
         var cancelled: [Exchange] = []
-        /// Task jobs enqueued on this loop as a `TaskExecutor`.
-        var jobs: [UnownedJob] = []
         var stopping = false
-        /// The thread has left its loop: jobs go to the global executor instead.
-        var stopped = false
     }
     private let inbox = Mutex(Inbox())
-
-    /// `pthread_self()` of the loop thread, 0 until it starts.
-    private let loopThread = Atomic<UInt>(0)
 
     // Loop-thread-only state.
     private var active: [UnsafeMutableRawPointer: Exchange] = [:]
@@ -46,10 +40,7 @@ final class CurlLoop: TaskExecutor, @unchecked Sendable {
         self.multi = multi
         self.limiter = limiter
         _ = cloudsync_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        let thread = Thread { [self] in
-            loopThread.store(UInt(pthread_self()), ordering: .releasing)
-            run()
-        }
+        let thread = Thread { [self] in run() }
         thread.name = "cloudsync-curl"
         thread.start()
     }
@@ -62,7 +53,7 @@ final class CurlLoop: TaskExecutor, @unchecked Sendable {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<ExchangeResult, any Error>) in
                 exchange.continuation = c
                 inbox.withLock { $0.incoming.append(exchange) }
-                wakeUnlessOnLoop()
+                curl_multi_wakeup(multi)
             }
         } onCancel: {
             exchange.cancelled.store(true, ordering: .relaxed)
@@ -77,17 +68,8 @@ final class CurlLoop: TaskExecutor, @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
-    /// Whether the caller runs on the loop thread.
-    var onLoopThread: Bool { loopThread.load(ordering: .acquiring) == UInt(pthread_self()) }
-
-    /// The loop thread looks at its inbox before it polls again; any other thread must interrupt the poll.
-    private func wakeUnlessOnLoop() {
-        if !onLoopThread { curl_multi_wakeup(multi) }
-    }
-
     private func run() {
         while true {
-            runPendingJobs()
             let (incoming, cancelled, stopping) = inbox.withLock { box in
                 defer { box.incoming = []; box.cancelled = [] }
                 return (box.incoming, box.cancelled, box.stopping)
@@ -109,12 +91,6 @@ final class CurlLoop: TaskExecutor, @unchecked Sendable {
             for exchange in cancelled { remove(exchange, result: .failure(CancellationError())) }
             if stopping {
                 for exchange in Array(active.values) { remove(exchange, result: .failure(CancellationError())) }
-                let orphans = inbox.withLock { box in
-                    box.stopped = true
-                    defer { box.jobs = [] }
-                    return box.jobs
-                }
-                for job in orphans { globalConcurrentExecutor.enqueue(job) }
                 break
             }
 
@@ -141,37 +117,10 @@ final class CurlLoop: TaskExecutor, @unchecked Sendable {
                     timeout = Int32(min(1000, wait * 1000 + 1))
                 }
             }
-            if inbox.withLock({ !$0.jobs.isEmpty || !$0.incoming.isEmpty || !$0.cancelled.isEmpty }) { timeout = 0 }
+            if inbox.withLock({ !$0.incoming.isEmpty || !$0.cancelled.isEmpty }) { timeout = 0 }
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
         }
         curl_multi_cleanup(multi)
-    }
-
-    // MARK: TaskExecutor
-
-    /// Runs a task's job on the loop thread, between network events. A task that prefers this executor
-    /// (`withTaskExecutorPreference`) resumes here after each transfer and starts the next one without a
-    /// thread switch. Jobs must not block: they delay every transfer.
-    func enqueue(_ job: consuming ExecutorJob) {
-        let unowned = UnownedJob(job)
-        let accepted = inbox.withLock { box -> Bool in
-            guard !box.stopped else { return false }
-            box.jobs.append(unowned)
-            return true
-        }
-        if accepted { wakeUnlessOnLoop() } else { globalConcurrentExecutor.enqueue(unowned) }
-    }
-
-    /// Runs task jobs until none is left, so that transfers they start are added in the same turn.
-    private func runPendingJobs() {
-        while true {
-            let jobs = inbox.withLock { box in
-                defer { box.jobs = [] }
-                return box.jobs
-            }
-            if jobs.isEmpty { return }
-            for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
-        }
     }
 
     private func remove(_ exchange: Exchange, result: Result<ExchangeResult, any Error>) {

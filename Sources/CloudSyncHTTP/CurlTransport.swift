@@ -62,14 +62,6 @@ public final class CurlTransport: Transport {
 
     deinit { loop.shutdown() }
 
-    /// The transport's network thread as a task executor. Code run under
-    /// `withTaskExecutorPreference(transport.executor)` resumes on that thread after each transfer, which
-    /// saves two thread switches per request; it must not block (no fsync, no long computation).
-    public var executor: any TaskExecutor { loop }
-
-    /// Whether the caller runs on the transport's network thread (for tests of `executor`).
-    var isOnNetworkThread: Bool { loop.onLoopThread }
-
     public func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
         let limit = options.maxResponseBody, errorLimit = options.maxErrorBody
         // Clamped to a year, so any configured value converts to whole milliseconds without overflow.

@@ -55,8 +55,10 @@ struct BenchQuickTests {
     func throughput() throws {
         let (status, table, stderr) = try Self.runQuick("throughput")
         #expect(status == 0, "bench/throughput.sh --quick failed:\n\(stderr)")
-        for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "aria2c@nginx-http", "curl@nginx-http"] {
-            #expect(table.contains("| \(tool) |"), "no row for \(tool) in:\n\(table)")
+        // One row per tool and destination: the disk (BENCH_DISK) and tmpfs.
+        for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "curl@nginx-http"] {
+            #expect(table.contains("| \(tool)/tmpfs |"), "no tmpfs row for \(tool) in:\n\(table)")
+            #expect(table.components(separatedBy: "| \(tool)/").count - 1 == 2 * 3, "not two rows per library for \(tool) in:\n\(table)")
         }
     }
 

@@ -79,7 +79,7 @@ do {
         try writer.checkpointIfDue()
         if pause > 0 { usleep(pause) }
     }
-    try writer.complete(expectedHash: ContentHash(kind: .sha256, value: "pattern")) { url in
+    try await writer.complete(expectedHash: ContentHash(kind: .sha256, value: "pattern")) { url in
         let data = try Data(contentsOf: url)
         for (i, byte) in data.enumerated() where byte != patternByte(Int64(i)) { return "mismatch at \(i)" }
         return "pattern"

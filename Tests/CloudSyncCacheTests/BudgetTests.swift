@@ -11,21 +11,21 @@ import Testing
         return set
     }()
 
-    private func completeEntry(_ cache: Cache, _ path: String = "a.mp3") throws {
+    private func completeEntry(_ cache: Cache, _ path: String = "a.mp3") async throws {
         try cache.upsert(remote: "r", file: remoteFile(path))
         let writer = try cache.openWriter(remote: "r", path: path)
         try writer.setStartSet(Self.startSet, tags: #"{"title":"A"}"#, duration: 42)
-        try writer.fillAndComplete()
+        try await writer.fillAndComplete()
         writer.close()
     }
 
     /// A complete track shrinks to its start set: out of `tracks/`, the head in a new partial file, the index
     /// claiming exactly the start set; a reader that held the track open keeps reading every byte, correctly.
-    @Test func shrinkingKeepsTheHeadAndOpenReadersKeepReading() throws {
+    @Test func shrinkingKeepsTheHeadAndOpenReadersKeepReading() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
-        try completeEntry(cache)
+        try await completeEntry(cache)
         let reader = try cache.openReader(remote: "r", path: "a.mp3")
         #expect(try reader.read(0 ..< 10) == Data(pattern(0 ..< 10)))
 
@@ -50,7 +50,7 @@ import Testing
         // Shrinking again changes nothing; filling the rest completes it again.
         #expect(try cache.shrinkToHead(id: try #require(try cache.row(remote: "r", path: "a.mp3")).id) == .unchanged)
         let writer = try cache.openWriter(remote: "r", path: "a.mp3")
-        try writer.fillAndComplete()
+        try await writer.fillAndComplete()
         writer.close()
         #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
     }
@@ -107,11 +107,11 @@ import Testing
 
     /// Evicting drops every byte but keeps what is known of the version (start set, tags), so the planner does
     /// not fetch the same head again just to measure it.
-    @Test func evictingKeepsTheStartSetKnowledge() throws {
+    @Test func evictingKeepsTheStartSetKnowledge() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
-        try completeEntry(cache)
+        try await completeEntry(cache)
         let id = try #require(try cache.row(remote: "r", path: "a.mp3")).id
         #expect(try cache.evictEntry(id: id) == .done(freed: 1000))
         let row = try #require(try cache.planningRows().first)

@@ -39,7 +39,7 @@ import Testing
         #expect(try Cache.open(root: dir.url).cursor(remote: "r") == "kept")
     }
 
-    @Test func hostileNamesStayInsideTheCacheAndNeverCollide() throws {
+    @Test func hostileNamesStayInsideTheCacheAndNeverCollide() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
@@ -57,7 +57,7 @@ import Testing
         for entry in entries {
             #expect(entry.localPath.hasPrefix(".._evil/"))
             let writer = try cache.openWriter(remote: "../evil", path: entry.path)
-            try writer.fillAndComplete()
+            try await writer.fillAndComplete()
             writer.close()
             let resolved = entry.localURL.standardizedFileURL.path
             #expect(resolved.hasPrefix(dir.url.path + "/tracks/.._evil/"))
@@ -71,7 +71,7 @@ import Testing
         #expect(try again.entries(remote: "../evil").map(\.localPath) == entries.map(\.localPath))
     }
 
-    @Test func refusesSymlinksInsideTheCache() throws {
+    @Test func refusesSymlinksInsideTheCache() async throws {
         let dir = TemporaryDirectory()
         let outside = TemporaryDirectory("outside")
         defer { dir.cleanup(); outside.cleanup() }
@@ -81,12 +81,12 @@ import Testing
         try FileManager.default.createDirectory(at: dir.url.appendingPathComponent("tracks/r"), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: dir.url.appendingPathComponent("tracks/r/link"), withDestinationURL: outside.url)
         let writer = try cache.openWriter(remote: "r", path: "link/x.mp3")
-        let error = #expect(throws: CacheError.self) { try writer.fillAndComplete() }
+        let error = await #expect(throws: CacheError.self) { try await writer.fillAndComplete() }
         #expect(error?.code == .corrupt)
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside.url.path).isEmpty)
     }
 
-    @Test func removalDeletesFilesButKeepsPinned() throws {
+    @Test func removalDeletesFilesButKeepsPinned() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
@@ -94,7 +94,7 @@ import Testing
         try cache.upsert(remote: "r", files: paths.map { remoteFile($0, size: 10) })
         for path in paths {
             let w = try cache.openWriter(remote: "r", path: path)
-            try w.fillAndComplete()
+            try await w.fillAndComplete()
         }
         try cache.pin(remote: "r", path: "A/2.mp3")
         let report = try cache.removeTree(remote: "r", prefix: "A/")

@@ -96,7 +96,7 @@ import Testing
 
     /// A real 2 MiB tmpfs: writes fail with `.diskFull`, the index never claims unwritten bytes, complete files
     /// survive, and after eviction frees space the download finishes. Needs root (mount).
-    @Test(.enabled(if: geteuid() == 0, "mounting a tmpfs needs root")) func realDiskFullOnTmpfs() throws {
+    @Test(.enabled(if: geteuid() == 0, "mounting a tmpfs needs root")) func realDiskFullOnTmpfs() async throws {
         let mountPoint = TemporaryDirectory("tmpfs")
         try FileManager.default.createDirectory(at: mountPoint.url, withIntermediateDirectories: true)
         defer { mountPoint.cleanup() }
@@ -113,14 +113,14 @@ import Testing
             try? umount.run()
             umount.waitUntilExit()
         }
-        try fillTheDisk(root: mountPoint.url.appendingPathComponent("cache"))
+        try await fillTheDisk(root: mountPoint.url.appendingPathComponent("cache"))
     }
 
-    private func fillTheDisk(root: URL) throws {
+    private func fillTheDisk(root: URL) async throws {
         let cache = try Cache.open(root: root)
         let big: Int64 = 3 * 1024 * 1024
         try cache.upsert(remote: "r", files: [remoteFile("small.mp3", size: 300_000), remoteFile("big.flac", size: big)])
-        try cache.openWriter(remote: "r", path: "small.mp3").fillAndComplete()
+        try await cache.openWriter(remote: "r", path: "small.mp3").fillAndComplete()
         let writer = try cache.openWriter(remote: "r", path: "big.flac")
         var failure: CacheError?
         var offset: Int64 = 0

@@ -8,14 +8,14 @@ import Testing
     /// A promotion cut between the rename into `tracks/` and the index commit (kill -9, full disk) leaves a
     /// verified file the index does not know as complete; the next open of the entry, or a pull's
     /// `reconcilePromotions()`, marks it complete instead of downloading it again.
-    @Test func aCutPromotionIsRepaired() throws {
+    @Test func aCutPromotionIsRepaired() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3"), remoteFile("b.mp3")])
         for name in ["a.mp3", "b.mp3"] {
             let writer = try cache.openWriter(remote: "r", path: name)
-            try writer.fillAndComplete()
+            try await writer.fillAndComplete()
             writer.close()
         }
         // Undo the commit, as a kill between rename and commit would have left it.
@@ -41,13 +41,13 @@ import Testing
     }
 
     /// A file in `tracks/` of another size or mtime (an older version) is not taken for the promoted one.
-    @Test func anOlderFileIsNotTakenForThePromotedOne() throws {
+    @Test func anOlderFileIsNotTakenForThePromotedOne() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
         let writer = try cache.openWriter(remote: "r", path: "a.mp3")
-        try writer.fillAndComplete()
+        try await writer.fillAndComplete()
         writer.close()
         let track = dir.url.appendingPathComponent("tracks/r/a.mp3").path
         try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000)], ofItemAtPath: track)
@@ -77,19 +77,20 @@ import Testing
 
     /// A promotion whose folder a concurrent removal just pruned makes the folder again (11 of 40 pulls beside
     /// a `cache clear` loop used to stop with exit 74): two threads, one completing entries in a folder, the
-    /// other removing its only sibling (which prunes the folder when it empties) over and over.
-    @Test func promotionSurvivesConcurrentPruning() throws {
+    /// other removing its only sibling (which prunes the folder when it empties) over and over; the two often share
+    /// a group commit.
+    @Test func promotionSurvivesConcurrentPruning() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let rounds = 600
         let failures = ManagedAtomicCounter()
-        let remover = Thread {
+        let remover = Task.detached {
             for i in 0 ..< rounds {
                 do {
                     try cache.upsert(remote: "r", file: remoteFile("Album/other-\(i).mp3", size: 10))
                     let writer = try cache.openWriter(remote: "r", path: "Album/other-\(i).mp3")
-                    try writer.fillAndComplete()
+                    try await writer.fillAndComplete()
                     writer.close()
                     try cache.remove(remote: "r", path: "Album/other-\(i).mp3")
                 } catch {
@@ -97,15 +98,14 @@ import Testing
                 }
             }
         }
-        remover.start()
         for i in 0 ..< rounds {
             try cache.upsert(remote: "r", file: remoteFile("Album/t\(i).mp3", size: 10))
             let writer = try cache.openWriter(remote: "r", path: "Album/t\(i).mp3")
-            try writer.fillAndComplete()
+            try await writer.fillAndComplete()
             writer.close()
             try cache.remove(remote: "r", path: "Album/t\(i).mp3")
         }
-        while !remover.isFinished { usleep(1000) }
+        await remover.value
         #expect(failures.value == 0)
     }
 }

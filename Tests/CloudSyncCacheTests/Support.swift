@@ -35,9 +35,9 @@ extension EntryWriter {
     }
 
     /// Fills every missing byte with the pattern and completes with a pattern check as the "hash".
-    func fillAndComplete() throws {
+    func fillAndComplete() async throws {
         for gap in missingRanges().ranges { try writePattern(gap) }
-        try complete(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
+        try await complete(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
     }
 }
 

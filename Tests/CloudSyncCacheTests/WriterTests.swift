@@ -31,9 +31,9 @@ import Testing
         let outside = #expect(throws: CacheError.self) { try writer.writePattern(990..<1001) }
         #expect(outside?.code == .invalidArgument)
         // Completion is refused while bytes are missing.
-        let incomplete = #expect(throws: CacheError.self) { try writer.complete(expectedHash: nil) { _ in nil } }
+        let incomplete = await #expect(throws: CacheError.self) { try await writer.complete(expectedHash: nil) { _ in nil } }
         #expect(incomplete?.code == .incomplete)
-        try writer.fillAndComplete()
+        try await writer.fillAndComplete()
         #expect(try await reader.waitUntilPresent(0..<1000, timeout: .seconds(5)))
         #expect(try reader.read(0..<1000) == Data(pattern(0..<1000)))
         let entry = try #require(try cache.entry(remote: "r", path: "a.mp3"))
@@ -47,7 +47,7 @@ import Testing
         // A writer on a complete entry has nothing to do.
         let again = try cache.openWriter(remote: "r", path: "a.mp3")
         #expect(again.missingRanges().isEmpty)
-        try again.complete(expectedHash: nil) { _ in nil }
+        try await again.complete(expectedHash: nil) { _ in nil }
         #expect(try again.read(0..<10) == Data(pattern(0..<10)))
     }
 
@@ -69,7 +69,7 @@ import Testing
 
     /// A completed entry leaves no lock file behind, and a writer that waited on the unlinked file locks the
     /// file that is there now, so it still excludes every other writer.
-    @Test func lockFilesGoWithCompletionAndWaitersRelock() throws {
+    @Test func lockFilesGoWithCompletionAndWaitersRelock() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
@@ -90,8 +90,8 @@ import Testing
                 waiterLocked.signal()
             }
         }
-        Thread.sleep(forTimeInterval: 0.2)
-        try first.fillAndComplete()
+        try await Task.sleep(for: .milliseconds(200))
+        try await first.fillAndComplete()
         first.close()
         #expect(waiterLocked.wait(timeout: .now() + 10) == .success)
         // The waiter holds the lock on the file now at the path: nobody else gets in.
@@ -99,7 +99,7 @@ import Testing
         #expect(error?.code == .busy)
         release.signal()
         // Once the complete entry's writer is gone, so is its lock file.
-        for _ in 0 ..< 100 where try !lockFiles().isEmpty { Thread.sleep(forTimeInterval: 0.05) }
+        for _ in 0 ..< 100 where try !lockFiles().isEmpty { try await Task.sleep(for: .milliseconds(50)) }
         #expect(try lockFiles().isEmpty)
         #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
     }
@@ -122,13 +122,13 @@ import Testing
         busy.close()
     }
 
-    @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() throws {
+    @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let v1 = remoteFile("song.flac", size: 500, revision: "v1", hashes: [ContentHash(kind: .sha256, value: "pattern")])
         try cache.upsert(remote: "r", file: v1)
-        try cache.openWriter(remote: "r", path: "song.flac").fillAndComplete()
+        try await cache.openWriter(remote: "r", path: "song.flac").fillAndComplete()
         let url = try #require(try cache.entry(remote: "r", path: "song.flac")).localURL
         let old = try Data(contentsOf: url)
         var v2 = v1
@@ -144,8 +144,8 @@ import Testing
         try writer.checkpoint()
         #expect(try Data(contentsOf: url) == old)  // still old until verified
         // A wrong hash discards the new bytes and leaves the old copy alone.
-        let error = #expect(throws: CacheError.self) {
-            try writer.complete(expectedHash: ContentHash(kind: .sha256, value: "PATTERN-X")) { _ in "pattern" }
+        let error = await #expect(throws: CacheError.self) {
+            try await writer.complete(expectedHash: ContentHash(kind: .sha256, value: "PATTERN-X")) { _ in "pattern" }
         }
         #expect(error?.code == .hashMismatch)
         #expect(writer.missingRanges().ranges.map { $0 } == [0..<800])
@@ -153,7 +153,7 @@ import Testing
         #expect(try Data(contentsOf: url) == old)
         // Hex hashes compare case-insensitively.
         try writer.writePattern(0..<800)
-        try writer.complete(expectedHash: ContentHash(kind: .md5, value: "ABCDEF")) { _ in "abcdef" }
+        try await writer.complete(expectedHash: ContentHash(kind: .md5, value: "ABCDEF")) { _ in "abcdef" }
         #expect(try Data(contentsOf: url) == Data(pattern(0..<800)))
     }
 
@@ -208,7 +208,7 @@ import Testing
 
     /// ENOSPC from an injected pwrite/fdatasync: clear error, the index never claims the failed bytes, and a
     /// complete entry is untouched.
-    @Test func diskFullByFaultInjection() throws {
+    @Test func diskFullByFaultInjection() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let failWrites = Atomic<Bool>(false)
@@ -229,7 +229,7 @@ import Testing
         }
         let cache = try Cache.open(root: dir.url, io: io)
         try cache.upsert(remote: "r", files: [remoteFile("done.mp3", size: 100), remoteFile("a.mp3", size: 4096)])
-        try cache.openWriter(remote: "r", path: "done.mp3").fillAndComplete()
+        try await cache.openWriter(remote: "r", path: "done.mp3").fillAndComplete()
         let writer = try cache.openWriter(remote: "r", path: "a.mp3")
         try writer.writePattern(0..<1000)
         try writer.checkpoint()
@@ -251,10 +251,10 @@ import Testing
         let done = try #require(try cache.entry(remote: "r", path: "done.mp3"))
         #expect(done.state == .complete)
         #expect(try Data(contentsOf: done.localURL) == Data(pattern(0..<100)))
-        try writer.fillAndComplete()
+        try await writer.fillAndComplete()
     }
 
-    @Test func verifyRepairsMismatches() throws {
+    @Test func verifyRepairsMismatches() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
@@ -262,7 +262,7 @@ import Testing
         try cache.upsert(remote: "r", files: [remoteFile("good.mp3", hashes: hash), remoteFile("bad.mp3", hashes: hash),
                                               remoteFile("nohash.mp3"), remoteFile("gone.mp3", hashes: hash)])
         for name in ["good.mp3", "bad.mp3", "nohash.mp3", "gone.mp3"] {
-            try cache.openWriter(remote: "r", path: name).fillAndComplete()
+            try await cache.openWriter(remote: "r", path: name).fillAndComplete()
         }
         let bad = try #require(try cache.entry(remote: "r", path: "bad.mp3")).localURL
         let handle = try FileHandle(forWritingTo: bad)

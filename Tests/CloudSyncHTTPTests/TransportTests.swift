@@ -167,47 +167,6 @@ struct TransportTests {
         }
     }
 
-    @Test func tasksPreferringTheExecutorResumeOnTheNetworkThread() async throws {
-        let server = try await faultServer()
-        #expect(!transport.isOnNetworkThread)
-        let transport = transport
-        try await withTaskExecutorPreference(transport.executor) {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
-                for i in 0..<20 {
-                    group.addTask {
-                        let sink = MemorySink()
-                        let size = 5000 + i * 733
-                        _ = try await transport.download(HTTPRequest(url: server.url("/data/\(size)")), range: nil,
-                                                         ifRange: nil, into: sink)
-                        return transport.isOnNetworkThread && sink.assembled(0..<Int64(size)) == served(size, from: 0)
-                    }
-                }
-                for try await ok in group { #expect(ok) }
-            }
-        }
-    }
-
-    @Test func cancellationWorksOnTheNetworkThreadToo() async throws {
-        let server = try await faultServer()
-        let sink = MemorySink()
-        let transport = transport
-        let task = Task(executorPreference: transport.executor) {
-            try await transport.download(HTTPRequest(url: server.url("/stall/100000?after=1000")), range: nil, ifRange: nil, into: sink)
-        }
-        while sink.count < 1000 { try await Task.sleep(for: .milliseconds(10)) }
-        task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
-    }
-
-    @Test func jobsOutliveAStoppedNetworkThread() async throws {
-        var owner: CurlTransport? = try CurlTransport()
-        let executor = try #require(owner?.executor)
-        owner = nil  // stops the loop thread; the executor object lives on in `executor`
-        try await Task.sleep(for: .milliseconds(50))
-        let ran = await Task(executorPreference: executor) { 42 }.value
-        #expect(ran == 42)
-    }
-
     @Test func refusedConnectionIsUnreachableAndNamesTheHostOnly() async throws {
         let listener = try LoopbackHTTPServer { _ in .init() }
         let port = listener.port

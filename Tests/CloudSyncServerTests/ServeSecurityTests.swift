@@ -38,7 +38,7 @@ import TestSupport
         // With a token any name may be used (the token is the protection), as a password too.
         let token = "0123456789abcdef-token"
         let t = try Fixture(files: ["A/song.mp3": sourceBytes(1000, seed: 4)], options: ServerOptions(port: 0, token: token))
-        try t.cacheCompletely("A/song.mp3")
+        try await t.cacheCompletely("A/song.mp3")
         let basic = Data("mpd:\(token)".utf8).base64EncodedString()
         let wrong = Data("mpd:not-the-token-at-all".utf8).base64EncodedString()
         let statuses = try await offPool { () -> [Int] in

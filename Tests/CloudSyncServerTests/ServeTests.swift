@@ -18,7 +18,7 @@ import TestSupport
         let files = ["A/cached.mp3": sourceBytes(Self.size, seed: 1), "A/partial.flac": sourceBytes(Self.size, seed: 2),
                      "A/missing.ogg": sourceBytes(Self.size, seed: 3)]
         let f = try Fixture(files: files)
-        try f.cacheCompletely("A/cached.mp3")
+        try await f.cacheCompletely("A/cached.mp3")
         try f.cachePartially("A/partial.flac", [0 ..< 100_000, 300_000 ..< 400_000])
         let n = Self.size
         let table: [(String?, Int, Range<Int>)] = [
@@ -133,7 +133,7 @@ import TestSupport
     /// Hostile and malformed requests get 4xx/5xx without reaching outside the cache, and the server keeps going.
     @Test func traversalAndMalformedRequests() async throws {
         let f = try Fixture(files: ["ok.mp3": sourceBytes(1000, seed: 6)])
-        try f.cacheCompletely("ok.mp3")
+        try await f.cacheCompletely("ok.mp3")
         let long = String(repeating: "a", count: 5000)
         let table: [(String, Int)] = [
             ("GET /tracks/music/../../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
@@ -186,7 +186,7 @@ import TestSupport
     @Test func manyConcurrentConnections() async throws {
         let data = sourceBytes(400_000, seed: 7)
         let f = try Fixture(files: ["x.mp3": data])
-        try f.cacheCompletely("x.mp3")
+        try await f.cacheCompletely("x.mp3")
         let c = Checks()
         try await offPool {
             var clients: [RawClient] = []
@@ -219,7 +219,7 @@ import TestSupport
     @Test func vanishingAndSlowClients() async throws {
         let data = sourceBytes(8 << 20, seed: 8)
         let f = try Fixture(files: ["big.wav": data], options: ServerOptions(port: 0, headerTimeout: .milliseconds(300)))
-        try f.cacheCompletely("big.wav")
+        try await f.cacheCompletely("big.wav")
         let c = Checks()
         try await offPool {
             for _ in 0 ..< 5 {
@@ -243,7 +243,7 @@ import TestSupport
     @Test func tokenIsRequiredAndNeverLogged() async throws {
         let token = "s3cret-token-value"
         let f = try Fixture(files: ["t.mp3": sourceBytes(100, seed: 9)], options: ServerOptions(port: 0, token: token))
-        try f.cacheCompletely("t.mp3")
+        try await f.cacheCompletely("t.mp3")
         let c = Checks()
         try await offPool {
             c.expect(try RawClient(port: f.server.port).get("/tracks/music/t.mp3").status == 401)
@@ -261,7 +261,7 @@ import TestSupport
 
     @Test func playlistAndIndex() async throws {
         let f = try Fixture(files: ["A/one.mp3": sourceBytes(10, seed: 1), "B/<b>&\"two\".flac": sourceBytes(10, seed: 2)])
-        try f.cacheCompletely("A/one.mp3")
+        try await f.cacheCompletely("A/one.mp3")
         let c = Checks()
         try await offPool {
             let all = String(decoding: try RawClient(port: f.server.port).get("/playlist.m3u").body, as: UTF8.self)

@@ -146,12 +146,12 @@ final class Fixture: Sendable {
     deinit { server.stop() }
 
     /// Puts every byte of `path` into the cache and promotes it, as a pull would.
-    func cacheCompletely(_ path: String) throws {
+    func cacheCompletely(_ path: String) async throws {
         let writer = try cache.openWriter(remote: "music", path: path)
         defer { writer.close() }
         let data = contents[path] ?? Data()
         try data.withUnsafeBytes { try writer.write($0, at: 0) }
-        try writer.complete(expectedHash: nil) { _ in nil }
+        try await writer.complete(expectedHash: nil) { _ in nil }
     }
 
     /// Puts `ranges` of `path` into the partial file and checkpoints them.

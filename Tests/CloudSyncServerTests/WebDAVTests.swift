@@ -216,8 +216,8 @@ func percentDecoded(_ text: String) -> String? { text.removingPercentEncoding }
     /// GET and HEAD with Range as on /tracks/; every method that writes is refused and changes nothing.
     @Test func readsWorkAndWritesAreRefused() async throws {
         let f = try Self.fixture()
-        try f.cacheCompletely("plain.mp3")
-        try f.cacheCompletely("Emoji 🎵/🎧 mix ✨.ogg")
+        try await f.cacheCompletely("plain.mp3")
+        try await f.cacheCompletely("Emoji 🎵/🎧 mix ✨.ogg")
         let port = f.server.port
         let before = try f.cache.entries()
         let c = Checks()

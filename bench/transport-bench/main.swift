@@ -1,6 +1,6 @@
 // transport-bench: downloads every path listed in a file from a base URL through CurlTransport, N at a time,
 // writing each body with pwrite into a file of the same name under an output directory. Prints one line:
-// "files=<n> bytes=<b> seconds=<s> MiB/s=<r>". The tasks run on the transport's executor unless --global.
+// "files=<n> bytes=<b> seconds=<s> MiB/s=<r>". The tasks run on Swift's cooperative pool, like the engine's.
 // Used by bench/transport.sh; not part of the product.
 import CloudSyncCore
 import CloudSyncHTTP
@@ -44,9 +44,7 @@ options.receiveBufferSize = (Int(argument("--buffer-kib", "256")) ?? 256) * 1024
 let transport = try CurlTransport(options: options)
 
 let started = Date()
-let preferred: (any TaskExecutor)? = CommandLine.arguments.contains("--global") ? nil : transport.executor
-/// Downloads every path, `jobs` at once. Not main-actor isolated, so that the scheduling loop itself runs on
-/// the preferred executor.
+/// Downloads every path, `jobs` at once. Not main-actor isolated, so that the scheduling loop runs on the pool.
 nonisolated func downloadAll() async throws -> Int64 {
   try await withThrowingTaskGroup(of: Int64.self) { group in
     var next = 0
@@ -73,6 +71,6 @@ nonisolated func downloadAll() async throws -> Int64 {
     return sum
   }
 }
-let total = try await withTaskExecutorPreference(preferred) { try await downloadAll() }
+let total = try await downloadAll()
 let seconds = Date().timeIntervalSince(started)
 print("files=\(paths.count) bytes=\(total) seconds=\(String(format: "%.3f", seconds)) MiB/s=\(String(format: "%.1f", Double(total) / 1_048_576 / seconds))")

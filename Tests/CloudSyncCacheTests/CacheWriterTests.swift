@@ -1,0 +1,186 @@
+@testable import CloudSyncCache
+import CloudSyncCore
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// The cache's writer (#23): checkpoints run off the caller's thread and lag it, never claiming bytes before they
+/// are durable; completed files are promoted in group commits whose syncs are issued together; waiting for an
+/// entry's lock parks no thread and ends on cancellation.
+@Suite struct CacheWriterTests {
+    /// An `fdatasync` that blocks while the gate is closed, counting calls and how many are inside at once.
+    final class GatedSync: Sendable {
+        let gate = DispatchSemaphore(value: 0)
+        let closed = Atomic<Bool>(true)
+        let calls = Atomic<Int>(0)
+        let running = Atomic<Int>(0)
+        let failWith = Atomic<Int32>(0)
+
+        var io: FileIO {
+            var io = FileIO.system
+            let real = FileIO.system
+            io.fdatasync = { [self] fd throws(Errno) in
+                calls.add(1, ordering: .relaxed)
+                running.add(1, ordering: .relaxed)
+                if closed.load(ordering: .relaxed) { gate.wait() }
+                running.subtract(1, ordering: .relaxed)
+                let e = failWith.load(ordering: .relaxed)
+                if e != 0 { throw Errno(e) }
+                try real.fdatasync(fd)
+            }
+            return io
+        }
+
+        /// Lets every blocked and later call through.
+        func open() {
+            closed.store(false, ordering: .relaxed)
+            for _ in 0 ..< 64 { gate.signal() }
+        }
+
+        /// Lets one blocked call through; the gate stays closed.
+        func letOneThrough() { gate.signal() }
+    }
+
+    /// Waits (a bounded number of short sleeps) until `condition` holds; false if it never did.
+    func eventually(_ condition: () throws -> Bool) async throws -> Bool {
+        for _ in 0 ..< 1000 {
+            if try condition() { return true }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return try condition()
+    }
+
+    @Test func aDueCheckpointRunsOnTheWriterAndTheIndexClaimsOnlySyncedBytes() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let sync = GatedSync()
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)),
+                                   io: sync.io)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        let reader = try cache.openReader(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< 300)
+        // Returns while the sync it asked for is blocked: the caller (a network thread) never waits for it.
+        try writer.checkpointIfDue()
+        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        // The writer sees its own bytes; the index claims nothing until they are durable.
+        #expect(writer.presentRanges().ranges.map { $0 } == [0 ..< 300])
+        #expect(try reader.presentRanges().isEmpty)
+        // One checkpoint at a time: more writes while it runs queue no second one.
+        try writer.writePattern(300 ..< 500)
+        try writer.checkpointIfDue()
+        sync.open()
+        #expect(try await eventually { try !reader.presentRanges().isEmpty })
+        #expect(try reader.presentRanges().isSuperset(of: RangeSet(0 ..< 300)))
+        try await writer.flush()
+        #expect(try reader.presentRanges().ranges.map { $0 } == [0 ..< 500])
+        #expect(sync.calls.load(ordering: .relaxed) == 2)
+        writer.close()
+    }
+
+    @Test func aFailedBackgroundCheckpointIsThrownOnceByTheNextCall() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let sync = GatedSync()
+        sync.open()
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)),
+                                   io: sync.io)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< 200)
+        try await writer.flush()
+        sync.failWith.store(ENOSPC, ordering: .relaxed)
+        try writer.writePattern(200 ..< 400)
+        try writer.checkpointIfDue()
+        try await writer.flush()  // behind the queued checkpoint, which failed; nothing is pending now
+        let error = #expect(throws: CacheError.self) { try writer.checkpointIfDue() }
+        #expect(error?.code == .diskFull)
+        try writer.checkpointIfDue()  // reported once
+        // The failed bytes are not claimed and must be fetched again.
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.presentBytes == 200)
+        #expect(writer.missingRanges().ranges.map { $0 } == [200 ..< 1000])
+        writer.close()
+    }
+
+    /// Files that complete while a batch syncs form the next batch, whose syncs all run at once; an entry removed
+    /// meanwhile fails alone and the others reach `tracks/`.
+    @Test func filesCompletingDuringABatchAreCommittedTogether() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let sync = GatedSync()
+        let cache = try Cache.open(root: dir.url, io: sync.io)
+        let names = (0 ..< 6).map { "Album \($0 % 2)/t\($0).mp3" }
+        try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 500) })
+        let writers = try names.map { try cache.openWriter(remote: "r", path: $0) }
+        for writer in writers { try writer.writePattern(0 ..< 500) }
+        for writer in writers { try writer.verify(expectedHash: nil) { _ in nil } }
+        // The first promotion's sync blocks the writer queue; five more queue up behind it.
+        let first = Task { try await writers[0].promote() }
+        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        let rest = writers.dropFirst().map { writer in Task { () async -> CacheError? in
+            do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
+        } }
+        try await Task.sleep(for: .milliseconds(50))
+        try cache.remove(remote: "r", path: names[3])
+        sync.letOneThrough()
+        try await first.value
+        // The second batch's five syncs are all issued before any returns: with the gate still closed, five are
+        // blocked at once (one after the other, a second would never start).
+        #expect(try await eventually { sync.running.load(ordering: .relaxed) == 5 })
+        sync.open()
+        var failures: [CacheError?] = []
+        for task in rest { failures.append(await task.value) }
+        #expect(failures.map { $0?.code } == [nil, nil, .changed, nil, nil])
+        #expect(sync.calls.load(ordering: .relaxed) == 6)
+        for (i, name) in names.enumerated() where i != 3 {
+            let entry = try #require(try cache.entry(remote: "r", path: name))
+            #expect(entry.state == .complete)
+            #expect(try Data(contentsOf: entry.localURL) == Data(pattern(0 ..< 500)))
+        }
+        #expect(try cache.entry(remote: "r", path: names[3]) == nil)
+        #expect(!FileManager.default.fileExists(atPath: cache.tracksURL.appendingPathComponent("r/Album 1/t3.mp3").path))
+        for writer in writers { writer.close() }
+    }
+
+    @Test func promotionNeedsAVerificationSinceTheLastWrite() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 100))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< 100)
+        let unverified = await #expect(throws: CacheError.self) { try await writer.promote() }
+        #expect(unverified?.code == .incomplete)
+        try writer.verify(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
+        try writer.writePattern(0 ..< 10)
+        await #expect(throws: CacheError.self) { try await writer.promote() }
+        try writer.verify(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
+        try await writer.promote()
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
+        writer.close()
+    }
+
+    @Test func waitingForAnEntryLockEndsWhenItIsFreeOrCancelled() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", files: [remoteFile("a.mp3", size: 100), remoteFile("b.mp3", size: 100)])
+        let holder = try cache.openWriter(remote: "r", path: "a.mp3")
+        let waiter = Task { try await cache.openWriterWaiting(remote: "r", path: "a.mp3") }
+        try await Task.sleep(for: .milliseconds(30))
+        holder.close()
+        let second = try await waiter.value
+        #expect(second.path == "a.mp3")
+        // While `second` holds it, a cancelled waiter gives up with CancellationError.
+        let cancelled = Task { try await cache.openWriterWaiting(remote: "r", path: "a.mp3") }
+        try await Task.sleep(for: .milliseconds(30))
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        second.close()
+        // A free entry opens at once; an unknown one is not waited for.
+        try await cache.openWriterWaiting(remote: "r", path: "b.mp3").close()
+        let unknown = await #expect(throws: CacheError.self) { try await cache.openWriterWaiting(remote: "r", path: "zzz.mp3") }
+        #expect(unknown?.code == .notFound)
+    }
+}
