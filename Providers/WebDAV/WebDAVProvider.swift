@@ -121,7 +121,7 @@ public final class WebDAVProvider: Provider {
 
         /// URL of the folder or file at `relative` (decoded segments under the root), each segment encoded.
         func url(for relative: [String], isFolder: Bool) -> URL? {
-            let tail = relative.map(WebDAVPath.encodeSegment).joined(separator: "/")
+            let tail = relative.map { PercentEncoding.encode($0) }.joined(separator: "/")
             return URL(string: urlPrefix + tail + (isFolder && !relative.isEmpty ? "/" : ""))
         }
     }
@@ -153,7 +153,7 @@ public final class WebDAVProvider: Provider {
         guard let prefix = comps.string else {
             throw ProviderError(.configuration, "remote \(remoteName): url '\(redactedURL(url))' cannot be used; fix url in the config")
         }
-        let rootTail = rootSegments.map { WebDAVPath.encodeSegment($0) + "/" }.joined()
+        let rootTail = rootSegments.map { PercentEncoding.encode($0) + "/" }.joined()
         return BaseLocation(urlPrefix: prefix + rootTail, segments: urlSegments + rootSegments)
     }
 
@@ -251,7 +251,7 @@ public final class WebDAVProvider: Provider {
             return nil
         }
         let modified: Date
-        if let text = entry.lastModified, let date = WebDAVDate.parse(text) {
+        if let text = entry.lastModified, let date = HTTPDate.parse(text) ?? RFC3339.parse(text) {
             modified = date
         } else {
             logger.debug("webdav \(remoteName): '\(path)' has no readable getlastmodified (\(entry.lastModified ?? "none")); using 1970-01-01")
@@ -278,14 +278,7 @@ public final class WebDAVProvider: Provider {
         }
         var headers: [(name: String, value: String)] = []
         if let auth = try authorization.get() { headers.append((name: "Authorization", value: auth)) }
-        return DownloadRequest(url: url, headers: headers, sendsAuthOnRedirect: false, etag: Self.strongETag(file.revision))
-    }
-
-    /// `etag` when it is a strong entity tag (`"..."`, not `W/"..."`), else nil.
-    static func strongETag(_ etag: String) -> String? {
-        let t = etag.trimmingCharacters(in: .whitespaces)
-        guard t.count >= 2, t.hasPrefix("\""), t.hasSuffix("\"") else { return nil }
-        return t
+        return DownloadRequest(url: url, headers: headers, sendsAuthOnRedirect: false, etag: EntityTag.ifRangeValidator(file.revision))
     }
 
     // MARK: Errors
@@ -306,10 +299,10 @@ public final class WebDAVProvider: Provider {
             return ProviderError(.notFound, "\(shown) does not exist on the WebDAV server (HTTP \(status)); check url and root", status: status)
         case 429, 503:
             return ProviderError(.rateLimited, "WebDAV server at \(host) is throttling or unavailable (HTTP \(status)); retrying later", status: status,
-                                 retryAfter: retryAfter(response.headers["Retry-After"]))
+                                 retryAfter: retryAfter(from: response.headers))
         case 423, 425, 500, 502, 504, 509:
             return ProviderError(.transient, "WebDAV server at \(host) answered HTTP \(status) to \(shown); retrying", status: status,
-                                 retryAfter: retryAfter(response.headers["Retry-After"]))
+                                 retryAfter: retryAfter(from: response.headers))
         case 405, 501:
             return ProviderError(.configuration, "\(shown) does not accept PROPFIND (HTTP \(status)): it is not a WebDAV collection; check url", status: status)
         default:
@@ -317,13 +310,6 @@ public final class WebDAVProvider: Provider {
         }
     }
 
-    /// Seconds from a `Retry-After` value: delta-seconds or an HTTP date (clamped at 0); nil when absent or unreadable.
-    static func retryAfter(_ value: String?, now: Date = Date()) -> TimeInterval? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Int(value), seconds >= 0 { return TimeInterval(seconds) }
-        guard let date = WebDAVDate.parse(value) else { return nil }
-        return max(0, date.timeIntervalSince(now))
-    }
 }
 
 /// One entry of a folder's answer, as listed.
