@@ -35,6 +35,8 @@ import os
 import re
 import sys
 import threading
+
+import fake_range
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -351,34 +353,22 @@ def make_handler(state, role, ports):
                 return
             data = state.files[h["path"]]["data"]
             size = len(data)
-            rng = self.headers.get("Range")
-            start, end, status = 0, size - 1, 200
-            if rng:
-                rm = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
-                if not rm or int(rm.group(1)) >= size:
-                    self.record(416, {"href_id": m.group(1)})
-                    self.send_response(416)
-                    self.send_header("Content-Range", "bytes */%d" % size)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                start = int(rm.group(1))
-                end = min(int(rm.group(2)), size - 1) if rm.group(2) else size - 1
-                if end < start:
-                    self.record(416, {"href_id": m.group(1)})
-                    self.send_response(416)
-                    self.send_header("Content-Range", "bytes */%d" % size)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                status = 206
+            status, start, end = fake_range.plan(self.headers.get("Range"), size, suffix=False, malformed="416")
+            if status == 416:
+                self.record(416, {"href_id": m.group(1)})
+                self.send_response(416)
+                for k, v in fake_range.headers(status, start, end, size):
+                    self.send_header(k, v)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             self.record(status, {"href_id": m.group(1)})
             self.send_response(status)
             self.send_header("Content-Type", state.files[h["path"]]["mime_type"])
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(end - start + 1))
-            if status == 206:
-                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
+            for k, v in fake_range.headers(status, start, end, size):
+                self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data[start:end + 1])
 
