@@ -39,6 +39,13 @@ protocol ConformanceSubject: Sendable {
     /// After this, the content host refuses each download link after one GET (410/404), so every further range
     /// needs a re-resolved link. False when the provider's downloads carry no expiring link.
     func refuseLinksAfterOneUse() async throws -> Bool
+    /// The waits the provider's pacer was asked for.
+    var sleeps: SleepRecorder { get }
+    /// Makes the next listing call answer 429 with `Retry-After: 1`; false when the server cannot be told to.
+    func throttleNextListingCall() async throws -> Bool
+    /// Makes the current access token be refused (401) from now on, so the provider must refresh it through the
+    /// fake's token endpoint; false when the provider has no refreshable token (WebDAV's Basic auth).
+    func expireToken() async throws -> Bool
     func stop()
 }
 
@@ -60,27 +67,40 @@ enum ConformanceSubjects {
 struct DropboxSubject: ConformanceSubject {
     let fake: DropboxFake
     let provider: any Provider
+    let sleeps: SleepRecorder
     var name: String { "dropbox" }
     var transport: any Transport { fake.transport }
 
     static func start() async throws -> DropboxSubject {
         var files: [[String: Any]] = ConformanceLibrary.audio.map { ["path": "/" + $0.path, "size": $0.size] }
         files.append(["path": "/" + ConformanceLibrary.other, "size": 5])
-        let fake = try await DropboxFake(["page_size": 2, "files": files])
+        let fake = try await DropboxFake(["page_size": 2, "files": files, "client_id": "app-key"])
         let options = DropboxOptions(remoteName: "db", apiURL: fake.base, contentURL: fake.base,
                                      tokenURL: fake.base.appendingPathComponent("oauth2/token"), pageLimit: 2)
-        let provider = DropboxProvider(options: options, transport: fake.transport, pacer: SleepRecorder().pacer(),
-                                       tokens: StaticTokenSource(token: "access-1", remoteName: "db"), audio: AudioFilter(), logger: .silent)
-        return DropboxSubject(fake: fake, provider: provider)
+        let refresher = OAuthRefresher(remoteName: "db", tokens: TokenSet(accessToken: "access-1", refreshToken: "refresh-1"),
+                                       client: options.oauthClient(clientID: "app-key"), transport: fake.transport) { _ in }
+        let sleeps = SleepRecorder(sleepingAtMost: 0.05)
+        let provider = DropboxProvider(options: options, transport: fake.transport, pacer: sleeps.pacer(),
+                                       tokens: refresher, audio: AudioFilter(), logger: .silent)
+        return DropboxSubject(fake: fake, provider: provider, sleeps: sleeps)
     }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
     func refuseLinksAfterOneUse() async throws -> Bool { false }
+    func throttleNextListingCall() async throws -> Bool {
+        try await fake.control(["op": "fail", "route": "files/list_folder", "status": 429, "count": 1, "retry_after": 1, "where": "header"])
+        return true
+    }
+    func expireToken() async throws -> Bool {
+        try await fake.control(["op": "expire_token"])
+        return true
+    }
     func stop() { fake.stop() }
 }
 
 struct DriveSubject: ConformanceSubject {
     let fake: DriveFake
     let provider: any Provider
+    let sleeps: SleepRecorder
     var name: String { "gdrive" }
     var transport: any Transport { fake.transport }
 
@@ -105,16 +125,26 @@ struct DriveSubject: ConformanceSubject {
                           "mimeType": f.path.hasSuffix(".txt") ? "text/plain" : "audio/mpeg"])
         }
         let fake = try await DriveFake(["rootId": root, "items": items])
-        return DriveSubject(fake: fake, provider: try DriveHarness(fake, pageSize: 2).provider)
+        let harness = try DriveHarness(fake, pageSize: 2)
+        return DriveSubject(fake: fake, provider: harness.provider, sleeps: harness.sleeps)
     }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
     func refuseLinksAfterOneUse() async throws -> Bool { false }
+    func throttleNextListingCall() async throws -> Bool {
+        try await fake.control([["op": "fail", "path": "/drive/v3/files", "status": 429, "reason": "rateLimitExceeded", "count": 1, "retryAfter": 1]])
+        return true
+    }
+    func expireToken() async throws -> Bool {
+        try await fake.control([["op": "expireToken"]])
+        return true
+    }
     func stop() { fake.stop() }
 }
 
 struct OneDriveSubject: ConformanceSubject {
     let fake: OneDriveFake
     let provider: any Provider
+    let sleeps: SleepRecorder
     var name: String { "onedrive" }
     var transport: any Transport { fake.transport }
 
@@ -122,7 +152,20 @@ struct OneDriveSubject: ConformanceSubject {
         var items: [[String: Any]] = ConformanceLibrary.audio.map { ["path": "Music/" + $0.path, "size": $0.size] }
         items.append(["path": "Music/" + ConformanceLibrary.other, "size": 5, "mime": "text/plain"])
         let fake = try await OneDriveFake(["items": items, "page_size": 2])
-        return OneDriveSubject(fake: fake, provider: fake.provider(root: "/Music"))
+        let options = OneDriveOptions(remoteName: "od", root: "/Music", apiURL: fake.apiURL, tokenURL: fake.tokenURL)
+        let refresher = OAuthRefresher(remoteName: "od", tokens: TokenSet(accessToken: "at-0", refreshToken: "rt-0"),
+                                       client: options.oauthClient(clientID: "cid"), transport: fake.transport) { _ in }
+        let sleeps = SleepRecorder(sleepingAtMost: 0.05)
+        return OneDriveSubject(fake: fake, provider: fake.provider(root: "/Music", tokens: refresher, pacer: sleeps.pacer()), sleeps: sleeps)
+    }
+    func throttleNextListingCall() async throws -> Bool {
+        try await fake.control(["op": "set", "values": ["ratelimit": 1]])
+        return true
+    }
+    /// The token expires after one more Graph call.
+    func expireToken() async throws -> Bool {
+        try await fake.control(["op": "set", "values": ["token_uses": 1]])
+        return true
     }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
     func refuseLinksAfterOneUse() async throws -> Bool {
@@ -135,6 +178,7 @@ struct OneDriveSubject: ConformanceSubject {
 struct YandexSubject: ConformanceSubject {
     let fake: YandexFake
     let provider: any Provider
+    let sleeps: SleepRecorder
     var name: String { "yandex" }
     var transport: any Transport { fake.transport }
 
@@ -142,7 +186,16 @@ struct YandexSubject: ConformanceSubject {
         var files: [[String: Any]] = ConformanceLibrary.audio.map { ["path": $0.path, "size": $0.size] }
         files.append(["path": ConformanceLibrary.other, "size": 5])
         let fake = try await YandexFake(["files": files, "href_max_uses": 1, "href_expired_status": 410])
-        return YandexSubject(fake: fake, provider: fake.provider(pageSize: 2))
+        let sleeps = SleepRecorder(sleepingAtMost: 0.05)
+        return YandexSubject(fake: fake, provider: fake.provider(pageSize: 2, tokens: fake.refresher(), pacer: sleeps.pacer()), sleeps: sleeps)
+    }
+    func throttleNextListingCall() async throws -> Bool {
+        try await fake.control(["throttle": ["count": 1, "status": 429, "retry_after": "1", "target": "api"]])
+        return true
+    }
+    func expireToken() async throws -> Bool {
+        try await fake.control(["expire_token": true])
+        return true
     }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
     /// The spec already makes every href answer 410 after one GET.
@@ -156,6 +209,7 @@ final class WebDAVSubject: ConformanceSubject, @unchecked Sendable {
     let provider: any Provider
     let transport: any Transport
     let kind: String
+    let sleeps = SleepRecorder(sleepingAtMost: 0.05)
     var name: String { "webdav-\(kind)" }
 
     init(kind: String, server: RealWebDAVServer, dir: URL, provider: any Provider, transport: any Transport) {
@@ -183,6 +237,10 @@ final class WebDAVSubject: ConformanceSubject, @unchecked Sendable {
         return WebDAVSubject(kind: kind, server: server, dir: dir, provider: try makeProvider(url: server.url, transport: transport),
                              transport: transport)
     }
+    /// A real server cannot be told to throttle (WebDAVFakeServerTests cover Retry-After with the fake).
+    func throttleNextListingCall() async throws -> Bool { false }
+    /// Basic auth: nothing to refresh.
+    func expireToken() async throws -> Bool { false }
     func expectedBytes(_ path: String) -> [UInt8]? {
         ConformanceLibrary.audio.first { $0.path == path }.map { Self.content($0.path, size: $0.size) }
     }
@@ -325,6 +383,36 @@ struct ProviderConformanceTests {
                 bytes.withUnsafeBytes { hasher.update($0) }
                 #expect(hasher.finalize() == hash.value, "\(name) \(file.path)")
             }
+        }
+    }
+
+    @Test("429 with Retry-After: the pacer waits what the server said and the listing completes", arguments: ConformanceSubjects.names)
+    func throttled(_ name: String) async throws {
+        try await with(name) { subject in
+            guard try await subject.throttleNextListingCall() else {
+                return conformanceSkip(subject, "429 Retry-After", "a real server cannot be told to throttle")
+            }
+            let files = try await fullListing(subject).flatMap(\.upserts)
+            #expect(Set(files.map(\.path)) == ConformanceLibrary.paths, "\(name)")
+            #expect(subject.sleeps.recorded.contains { $0 > 0.5 && $0 <= 1.0 }, "\(name): waits \(subject.sleeps.recorded)")
+        }
+    }
+
+    @Test("401 → refresh → retry: a refused token is refreshed once and listing and downloads go on", arguments: ConformanceSubjects.names)
+    func refreshedToken(_ name: String) async throws {
+        try await with(name) { subject in
+            guard try await subject.expireToken() else {
+                return conformanceSkip(subject, "401 refresh", "no refreshable token (Basic auth)")
+            }
+            let files = try await fullListing(subject).flatMap(\.upserts)
+            #expect(Set(files.map(\.path)) == ConformanceLibrary.paths, "\(name)")
+            _ = try await subject.expireToken()
+            let file = try #require(files.max { $0.size < $1.size })
+            let (bytes, _) = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 64)
+            let hash = try #require(file.preferredHash)
+            var hasher = makeHasher(for: hash.kind)
+            bytes.withUnsafeBytes { hasher.update($0) }
+            #expect(hasher.finalize() == hash.value, "\(name) \(file.path)")
         }
     }
 }
