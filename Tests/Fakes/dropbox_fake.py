@@ -34,10 +34,11 @@ import json
 import sys
 import threading
 
-import fake_range
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+import fake_range
 
 BLOCK = 4 * 1024 * 1024
 

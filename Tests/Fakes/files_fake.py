@@ -52,6 +52,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import fake_range
 
+
 # Every byte XOR 0x5A, as a translation table: at C speed, so a "mutate" replaces even a big file at once
 # (a byte-by-byte generator took ~0.7 s for 4 MiB, long enough for a whole download to finish meanwhile).
 FLIP = bytes(i ^ 0x5A for i in range(256))

@@ -22,9 +22,10 @@ import re
 import sys
 import threading
 
-import fake_range
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import fake_range
 
 FOLDER = "application/vnd.google-apps.folder"
 FILE_FIELDS = {"kind", "id", "name", "parents", "mimeType", "size", "md5Checksum", "sha1Checksum",

@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import fake_range
 
+
 LOCK = threading.Lock()
 COUNTERS = {}
 

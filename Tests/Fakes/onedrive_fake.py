@@ -40,9 +40,10 @@ import threading
 import time
 import uuid
 
-import fake_range
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import fake_range
 
 DRIVE_ID = "b!fakeDrive0123"
 # driveItem properties (driveitem resource page) plus baseItem's; $select must name only these.

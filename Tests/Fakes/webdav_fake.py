@@ -36,10 +36,11 @@ import threading
 import time
 import zlib
 
-import fake_range
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote, urlsplit
+
+import fake_range
 
 MTIME = 1764536124  # Sun, 30 Nov 2025 20:55:24 GMT
 

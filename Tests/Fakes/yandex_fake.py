@@ -28,6 +28,8 @@ documented list; unknown paths → 404 DiskNotFoundError; `fields=` trims answer
 Control (no auth): GET /_log → JSON list of requests; POST /_log/clear; POST /_control with JSON:
   {"expire_token": true}                    the current access token starts answering 401 UnauthorizedError
   {"throttle": {"count": N, "status": 429, "retry_after": "1" | null, "target": "api" | "download"}}
+  {"delete": "Music/A/x.mp3"}               the file is gone
+  {"move": {"from": "Music/A/x.mp3", "to": "Moved/x.mp3"}}   same resource_id and bytes at a new path
 """
 import hashlib
 import json
@@ -36,9 +38,10 @@ import re
 import sys
 import threading
 
-import fake_range
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import fake_range
 
 MEDIA_TYPES = {"audio", "backup", "book", "compressed", "data", "development", "diskimage", "document", "encoded",
                "executable", "flash", "font", "image", "settings", "spreadsheet", "text", "unknown", "video", "web"}
@@ -390,6 +393,16 @@ def make_handler(state, role, ports):
                         state.throttle[t.get("target", "api")] = {"count": int(t.get("count", 1)),
                                                                   "status": int(t.get("status", 429)),
                                                                   "retry_after": t.get("retry_after")}
+                    if "delete" in cmd:
+                        state.files.pop(cmd["delete"].strip("/"), None)
+                    if "move" in cmd:
+                        src, dst = cmd["move"]["from"].strip("/"), cmd["move"]["to"].strip("/")
+                        f = state.files.pop(src)
+                        f["name"] = dst.rsplit("/", 1)[-1]
+                        state.files[dst] = f
+                        parts = dst.split("/")[:-1]
+                        for i in range(1, len(parts) + 1):
+                            state.dirs.add("/".join(parts[:i]))
                 return self.send_json(200, {})
             if parsed.path == "/token" and role == "api":
                 return self.token(raw)

@@ -46,6 +46,9 @@ protocol ConformanceSubject: Sendable {
     /// Makes the current access token be refused (401) from now on, so the provider must refresh it through the
     /// fake's token endpoint; false when the provider has no refreshable token (WebDAV's Basic auth).
     func expireToken() async throws -> Bool
+    /// Deletes `delete` and moves `move` to `to` (a root-level name) on the server, keeping the moved file's identity
+    /// where the API has one; false when the server cannot be changed.
+    func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool
     func stop()
 }
 
@@ -94,6 +97,14 @@ struct DropboxSubject: ConformanceSubject {
         try await fake.control(["op": "expire_token"])
         return true
     }
+    /// The fake has no move: a delete and an add, as Dropbox's feed reports a move (deleted + file entries).
+    func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
+        let size = ConformanceLibrary.audio.first { $0.path == move }?.size ?? 1
+        try await fake.control(["op": "delete", "path": "/" + delete])
+        try await fake.control(["op": "delete", "path": "/" + move])
+        try await fake.control(["op": "add", "path": "/" + to, "size": size])
+        return true
+    }
     func stop() { fake.stop() }
 }
 
@@ -138,6 +149,14 @@ struct DriveSubject: ConformanceSubject {
         try await fake.control([["op": "expireToken"]])
         return true
     }
+    func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
+        func id(_ path: String) throws -> String {
+            "file\(try #require(ConformanceLibrary.audio.firstIndex { $0.path == path }))x"
+        }
+        try await fake.control([["op": "delete", "id": try id(delete)],
+                                ["op": "update", "id": try id(move), "parents": ["0AROOTFOLDERID"], "name": to]])
+        return true
+    }
     func stop() { fake.stop() }
 }
 
@@ -165,6 +184,11 @@ struct OneDriveSubject: ConformanceSubject {
     /// The token expires after one more Graph call.
     func expireToken() async throws -> Bool {
         try await fake.control(["op": "set", "values": ["token_uses": 1]])
+        return true
+    }
+    func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
+        try await fake.control(["op": "delete", "path": "Music/" + delete])
+        try await fake.control(["op": "move", "path": "Music/" + move, "to": "Music/" + to])
         return true
     }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
@@ -195,6 +219,11 @@ struct YandexSubject: ConformanceSubject {
     }
     func expireToken() async throws -> Bool {
         try await fake.control(["expire_token": true])
+        return true
+    }
+    func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
+        try await fake.control(["delete": delete])
+        try await fake.control(["move": ["from": move, "to": to]])
         return true
     }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
@@ -232,7 +261,7 @@ final class WebDAVSubject: ConformanceSubject, @unchecked Sendable {
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try Data(content(f.path, size: f.size)).write(to: url)
         }
-        let server = try await RealWebDAVServer.start(kind, serving: dir)
+        let server = try await RealWebDAVServer.start(kind, serving: dir, freshListings: true)
         let transport = try CurlTransport()
         return WebDAVSubject(kind: kind, server: server, dir: dir, provider: try makeProvider(url: server.url, transport: transport),
                              transport: transport)
@@ -241,6 +270,12 @@ final class WebDAVSubject: ConformanceSubject, @unchecked Sendable {
     func throttleNextListingCall() async throws -> Bool { false }
     /// Basic auth: nothing to refresh.
     func expireToken() async throws -> Bool { false }
+    /// Changed in the served folder itself.
+    func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
+        try FileManager.default.removeItem(at: dir.appendingPathComponent(delete))
+        try FileManager.default.moveItem(at: dir.appendingPathComponent(move), to: dir.appendingPathComponent(to))
+        return true
+    }
     func expectedBytes(_ path: String) -> [UInt8]? {
         ConformanceLibrary.audio.first { $0.path == path }.map { Self.content($0.path, size: $0.size) }
     }
@@ -350,6 +385,9 @@ struct ProviderConformanceTests {
           arguments: ConformanceSubjects.names)
     func rangedDownload(_ name: String) async throws {
         try await with(name) { subject in
+            guard subject.provider.capabilities.supportsRanges else {
+                return conformanceSkip(subject, "ranged download", "supportsRanges is false")
+            }
             let files = try await fullListing(subject).flatMap(\.upserts)
             for file in files {
                 let (bytes, _) = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 16)
@@ -413,6 +451,61 @@ struct ProviderConformanceTests {
             var hasher = makeHasher(for: hash.kind)
             bytes.withUnsafeBytes { hasher.update($0) }
             #expect(hasher.finalize() == hash.value, "\(name) \(file.path)")
+        }
+    }
+
+    @Test("deleted and moved files: the next listing (from the cursor where a feed is declared) drops and moves them",
+          arguments: ConformanceSubjects.names)
+    func deletedAndMoved(_ name: String) async throws {
+        try await with(name) { subject in
+            let capabilities = subject.provider.capabilities
+            let first = try await fullListing(subject)
+            var state = Dictionary(first.flatMap(\.upserts).map { ($0.path, $0) }, uniquingKeysWith: { $1 })
+            let gone = ConformanceLibrary.audio[2].path, moved = ConformanceLibrary.audio[0].path, to = "Moved here.mp3"
+            guard try await subject.deleteAndMove(delete: gone, move: moved, to: to) else {
+                return conformanceSkip(subject, "deleted and moved", "the server cannot be changed")
+            }
+            var pages: [ListingPage] = []
+            for try await page in subject.provider.listAudio(cursor: first.last?.cursor) { pages.append(page) }
+            if capabilities.hasChangeFeed {
+                #expect(pages.allSatisfy { $0.kind == .changes }, "\(name): a declared change feed lists changes")
+            } else {
+                #expect(pages.allSatisfy { $0.kind == .full })
+            }
+            conformanceApply(pages, to: &state, caseInsensitive: capabilities.caseInsensitivePaths)
+            let expected = ConformanceLibrary.paths.subtracting([gone, moved]).union([to])
+            #expect(Set(state.keys) == expected, """
+                \(name) missing: \(expected.subtracting(state.keys).sorted()) extra: \(Set(state.keys).subtracting(expected).sorted())
+                """)
+        }
+    }
+}
+
+/// What the engine does with a listing over the files it knows (ARCHITECTURE "Data flow" 3): a `.full` listing
+/// replaces them; `.changes` delete by path (a file or a folder, case-insensitively when the provider declares
+/// `caseInsensitivePaths`) or provider id, and an upsert of a known provider id at a new path retires the old path.
+func conformanceApply(_ pages: [ListingPage], to state: inout [String: RemoteFile], caseInsensitive: Bool) {
+    if pages.first?.kind == .full {
+        state = Dictionary(pages.flatMap(\.upserts).map { ($0.path, $0) }, uniquingKeysWith: { $1 })
+        return
+    }
+    func same(_ a: String, _ b: String) -> Bool { caseInsensitive ? a.lowercased() == b.lowercased() : a == b }
+    for page in pages {
+        for deletion in page.deletions {
+            switch deletion {
+            case .path(let p):
+                for key in state.keys where p.isEmpty || same(key, p) || (caseInsensitive ? key.lowercased().hasPrefix(p.lowercased() + "/") : key.hasPrefix(p + "/")) {
+                    state[key] = nil
+                }
+            case .providerID(let id):
+                for (key, file) in state where file.providerID == id { state[key] = nil }
+            }
+        }
+        for file in page.upserts {
+            if let id = file.providerID {
+                for (key, known) in state where known.providerID == id && key != file.path { state[key] = nil }
+            }
+            state[file.path] = file
         }
     }
 }
