@@ -152,6 +152,14 @@ struct URLBuildingTests {
         #expect(PercentEncoding.decode(c.1) == c.0)
     }
 
+    @Test("form encoding: letters, digits and *-._ as is, space as +, the rest %XX", arguments: [
+        ([("grant_type", "refresh_token"), ("refresh_token", "a/b+c d=&é")], "grant_type=refresh_token&refresh_token=a%2Fb%2Bc+d%3D%26%C3%A9"),
+        ([("a*b-c.d_e", "~!'()")], "a*b-c.d_e=%7E%21%27%28%29"), ([("k", "")], "k="), ([], ""),
+    ])
+    func form(_ c: ([(String, String)], String)) {
+        #expect(PercentEncoding.form(c.0) == c.1)
+    }
+
     @Test("bad escapes and invalid UTF-8 do not decode", arguments: ["%", "%4", "%ZZ", "a%g1", "%C3%28", "%FF"])
     func badDecode(_ text: String) {
         #expect(PercentEncoding.decode(text) == nil)

@@ -27,6 +27,27 @@ public enum PercentEncoding {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `application/x-www-form-urlencoded` (WHATWG URL §5.2) of `fields`: ASCII letters, digits and `*-._` as
+    /// is, space as `+`, every other byte `%XX`. Token requests and OAuth forms.
+    public static func form(_ fields: [(String, String)]) -> String {
+        func enc(_ s: String) -> String {
+            var out: [UInt8] = []
+            for byte in s.utf8 {
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                    out.append(byte)
+                case UInt8(ascii: " "):
+                    out.append(UInt8(ascii: "+"))
+                default:
+                    out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+                }
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+        return fields.map { enc($0.0) + "=" + enc($0.1) }.joined(separator: "&")
+    }
+
     /// `text` with every `%XX` replaced by its byte, or nil when an escape is malformed or the result is not UTF-8.
     public static func decode(_ text: some StringProtocol) -> String? {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
