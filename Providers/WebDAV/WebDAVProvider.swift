@@ -74,42 +74,19 @@ public final class WebDAVProvider: Provider {
     private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws {
         let base = try baseLocation()
         _ = try authorization.get()
-        let limits = options.walkLimits
-        var queue: [[String]] = [[]]
-        var next = 0
-        var visited: Set<[String]> = [[]]
-        try await withThrowingTaskGroup(of: FolderOutcome.self) { group in
-            var inFlight = 0
-            while true {
-                while inFlight < Self.maxConcurrentPropfinds, next < queue.count {
-                    let folder = queue[next]
-                    next += 1
-                    inFlight += 1
-                    group.addTask { try await self.listFolder(folder, base: base) }
-                }
-                guard let outcome = try await group.next() else { break }
-                inFlight -= 1
-                switch outcome {
-                case .skipped(let folder):
-                    yield(ListingPage(kind: .full, skippedFolders: [folder.joined(separator: "/")]))
-                case .listed(let folder, let files, let subfolders):
-                    if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
-                    var tooDeep: [String] = []
-                    for sub in subfolders where !visited.contains(sub) {
-                        visited.insert(sub)
-                        if sub.count > limits.maxDepth {
-                            logger.warning("webdav: \(limits.tooDeep(remote: remoteName, folder: sub.joined(separator: "/")))")
-                            tooDeep.append(sub.joined(separator: "/"))
-                            continue
-                        }
-                        guard visited.count <= limits.maxFolders else {
-                            group.cancelAll()
-                            throw limits.tooManyFolders(remote: remoteName, root: options.root)
-                        }
-                        queue.append(sub)
-                    }
-                    if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
-                }
+        var frontier = WalkFrontier(limits: options.walkLimits, remote: remoteName, root: options.root, start: [])
+        try await FolderWalk.run(start: [[String]()], concurrency: Self.maxConcurrentPropfinds,
+                                 read: { folder in try await self.listFolder(folder, base: base) }) { outcome in
+            switch outcome {
+            case .skipped(let folder):
+                yield(ListingPage(kind: .full, skippedFolders: [folder.joined(separator: "/")]))
+                return []
+            case .listed(let folder, let files, let subfolders):
+                if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
+                let (list, tooDeep) = try frontier.admit(subfolders, depth: \.count, shown: { $0.joined(separator: "/") })
+                for folder in tooDeep { logger.warning("webdav: \(frontier.limits.tooDeep(remote: remoteName, folder: folder))") }
+                if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
+                return list
             }
         }
     }

@@ -122,49 +122,27 @@ public final class YandexDiskProvider: TokenDownloadProvider {
     /// Breadth-first walk from the root, at most `maxConcurrentRequests` folder pages at once; the pages of one
     /// folder are read in order. Returns whether a page was yielded.
     private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws -> Bool {
-        var queue = [FolderTask(segments: root, offset: 0)]
-        var next = 0
-        var visited: Set<[String]> = [root]
+        var frontier = WalkFrontier(limits: options.walkLimits, remote: remoteName, root: options.root, start: root)
         var yielded = false
         var requests = 0
-        let limits = options.walkLimits
-        try await withThrowingTaskGroup(of: FolderOutcome.self) { group in
-            var inFlight = 0
-            while true {
-                while inFlight < options.maxConcurrentRequests, next < queue.count {
-                    let task = queue[next]
-                    next += 1
-                    inFlight += 1
-                    group.addTask { try await self.listFolderPage(task) }
-                }
-                guard let outcome = try await group.next() else { break }
-                inFlight -= 1
-                requests += 1
-                guard case .listed(let task, let files, let subfolders, let nextOffset) = outcome else { continue }
-                if !files.isEmpty {
-                    yield(ListingPage(kind: .full, upserts: files))
-                    yielded = true
-                }
-                if let nextOffset { queue.append(FolderTask(segments: task.segments, offset: nextOffset)) }
-                var tooDeep: [String] = []
-                for sub in subfolders where !visited.contains(sub) {
-                    visited.insert(sub)
-                    let relative = sub.dropFirst(root.count).joined(separator: "/")
-                    if sub.count - root.count > limits.maxDepth {
-                        logger.warning("yandex: \(limits.tooDeep(remote: remoteName, folder: relative))")
-                        tooDeep.append(relative)
-                        continue
-                    }
-                    guard visited.count <= limits.maxFolders else {
-                        group.cancelAll()
-                        throw limits.tooManyFolders(remote: remoteName, root: options.root)
-                    }
-                    queue.append(FolderTask(segments: sub, offset: 0))
-                }
-                if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
+        let root = root
+        try await FolderWalk.run(start: [FolderTask(segments: root, offset: 0)], concurrency: options.maxConcurrentRequests,
+                                 read: { task in try await self.listFolderPage(task) }) { outcome in
+            requests += 1
+            guard case .listed(let task, let files, let subfolders, let nextOffset) = outcome else { return [] }
+            if !files.isEmpty {
+                yield(ListingPage(kind: .full, upserts: files))
+                yielded = true
             }
+            var queue = nextOffset.map { [FolderTask(segments: task.segments, offset: $0)] } ?? []
+            let (list, tooDeep) = try frontier.admit(subfolders, depth: { $0.count - root.count },
+                                                     shown: { $0.dropFirst(root.count).joined(separator: "/") })
+            for folder in tooDeep { logger.warning("yandex: \(frontier.limits.tooDeep(remote: remoteName, folder: folder))") }
+            queue += list.map { FolderTask(segments: $0, offset: 0) }
+            if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
+            return queue
         }
-        logger.debug("yandex \(remoteName): walked \(visited.count) folder(s) in \(requests) request(s)")
+        logger.debug("yandex \(remoteName): walked \(frontier.visited.count) folder(s) in \(requests) request(s)")
         return yielded
     }
 

@@ -194,3 +194,57 @@ struct URLBuildingTests {
         }
     }
 }
+
+struct FolderWalkTests {
+    /// A random tree (with links back to earlier folders, as a server loop would report), walked with bounded
+    /// concurrency: every reachable folder is read exactly once, never more than `concurrency` reads at once.
+    @Test("seeded: every folder once, bounded concurrency, loops cut", arguments: [1, 3, 8])
+    func walk(concurrency: Int) async throws {
+        let s = seed("FolderWalkTests.walk")
+        var random = SeededRandom(seed: s &+ UInt64(concurrency))
+        var children: [[String]: [[String]]] = [[]: []]
+        var folders: [[String]] = [[]]
+        for i in 0..<200 {
+            let parent = folders.randomElement(using: &random) ?? []
+            let child = parent + ["f\(i)"]
+            children[parent, default: []].append(child)
+            children[child] = []
+            folders.append(child)
+            if Int.random(in: 0..<10, using: &random) == 0 {  // a link back up: the frontier must not list it again
+                children[child, default: []].append(folders.randomElement(using: &random) ?? [])
+            }
+        }
+        let tree = children
+        let counter = ConcurrencyCounter()
+        var frontier = WalkFrontier(limits: WalkLimits(maxFolders: 10_000, maxDepth: 1_000), remote: "r", root: "", start: [])
+        var read: [[String]] = []
+        try await FolderWalk.run(start: [[String]()], concurrency: concurrency, read: { folder in
+            await counter.enter()
+            await Task.yield()
+            await counter.leave()
+            return (folder, tree[folder] ?? [])
+        }) { outcome in
+            read.append(outcome.0)
+            return try frontier.admit(outcome.1, depth: \.count, shown: { $0.joined(separator: "/") }).list
+        }
+        #expect(read.count == folders.count, "seed \(s)")
+        #expect(Set(read) == Set(folders), "seed \(s)")
+        #expect(await counter.most <= concurrency, "seed \(s)")
+    }
+
+    @Test("limits: deeper folders are reported, one folder too many ends the walk")
+    func limits() throws {
+        var frontier = WalkFrontier(limits: WalkLimits(maxFolders: 4, maxDepth: 1), remote: "r", root: "Music", start: [])
+        let first = try frontier.admit([["a"], ["a", "deep"], ["b"], ["a"]], depth: \.count, shown: { $0.joined(separator: "/") })
+        #expect(first.list == [["a"], ["b"]])
+        #expect(first.tooDeep == ["a/deep"])
+        #expect(throws: ProviderError.self) { try frontier.admit([["c"]], depth: \.count, shown: { $0.joined(separator: "/") }) }
+    }
+}
+
+actor ConcurrencyCounter {
+    private var now = 0
+    private(set) var most = 0
+    func enter() { now += 1; most = max(most, now) }
+    func leave() { now -= 1 }
+}
