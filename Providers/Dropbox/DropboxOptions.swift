@@ -55,13 +55,8 @@ public struct DropboxOptions: Sendable {
 
     /// `base` with the documented route path appended unchanged (a trailing slash on `base` is dropped).
     func url(_ base: URL, route: String) throws -> URL {
-        var text = base.absoluteString
-        while text.hasSuffix("/") { text.removeLast() }
-        guard let scheme = base.scheme?.lowercased(), scheme == "https" || scheme == "http",
-              let url = URL(string: text + route) else {
-            throw ProviderError(.configuration, "remote '\(remoteName)': '\(redactedURL(base))' is not an http(s) base URL; fix api_url / content_url (e.g. https://api.dropboxapi.com)")
-        }
-        return url
+        try APIURL.build(base, path: route, remote: remoteName, setting: "api_url / content_url",
+                         example: "https://api.dropboxapi.com / https://content.dropboxapi.com")
     }
 }
 

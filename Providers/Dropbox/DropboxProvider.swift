@@ -9,11 +9,13 @@ import Foundation
 /// made for, is the cursor handed back; with it, `list_folder/continue` returns only what changed. Downloads are
 /// `POST /2/files/download` with `Dropbox-API-Arg: {"path":"rev:<rev>"}`, so every range of one file reads the
 /// same revision. Files carry `content_hash` (``HashKind/dropbox``).
-public final class DropboxProvider: Provider {
+public final class DropboxProvider: TokenDownloadProvider {
     public let options: DropboxOptions
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
+    /// The client whose token downloads carry (the kit's re-resolution refreshes it on a 401).
+    public var apiClient: APIClient { client }
     private let audio: AudioFilter
     private let logger: Logger
 
@@ -184,18 +186,12 @@ public final class DropboxProvider: Provider {
             return nil
         }
         guard audio.isAudio(name: meta.name) else { return nil }
-        let modified = Self.parseDate(meta.server_modified) ?? Self.parseDate(meta.client_modified) ?? Date(timeIntervalSince1970: 0)
+        let modified = meta.server_modified.flatMap(RFC3339.parse) ?? meta.client_modified.flatMap(RFC3339.parse) ?? Date(timeIntervalSince1970: 0)
         let hashes = meta.content_hash.map { [ContentHash(kind: .dropbox, value: $0.lowercased())] } ?? []
         let file = RemoteFile(path: relative.display, providerID: meta.id, size: max(0, meta.size), modified: modified,
                               revision: meta.rev, hashes: hashes, mimeType: nil,
                               downloadHint: meta.path_display ?? lower)
         return (file, lower)
-    }
-
-    /// Dropbox timestamps: `2015-05-12T15:50:38Z`.
-    static func parseDate(_ text: String?) -> Date? {
-        guard let text else { return nil }
-        return try? Date(text, strategy: .iso8601)
     }
 
     /// The configured root in request form and in lower case, and how paths under it become relative ones.
@@ -254,27 +250,11 @@ public final class DropboxProvider: Provider {
         ], expiresAt: nil, sendsAuthOnRedirect: false, etag: nil)
     }
 
-    /// After a 401 from the content host, refreshes the token when `rejected` carried the current one (another
-    /// caller may have refreshed it already), then resolves again. Other statuses just resolve again.
-    public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
-        if status == 401 { try await client.refreshToken(carriedBy: rejected.headers) }
-        return try await resolveDownload(for: file)
-    }
-
     // MARK: Calls and errors
 
     private func call<Arg: Encodable>(_ route: String, _ arg: Arg) async throws -> DropboxAPI.ListFolderResult {
         let url = try options.url(options.apiURL, route: "/2/" + route)
-        let request = HTTPRequest(method: "POST", url: url, headers: ["Content-Type": "application/json"],
-                                  body: try DropboxAPI.encode(arg))
-        let response = try await client.send(request)
-        do {
-            return try JSONDecoder().decode(DropboxAPI.ListFolderResult.self, from: response.body)
-        } catch {
-            throw ProviderError(.invalidResponse,
-                "Dropbox answered \(route) of remote '\(remoteName)' with something that is not a folder listing (\(error)); check api_url",
-                status: response.status, cause: ProviderErrorCause(String(describing: error)))
-        }
+        return try await client.postJSON(to: url, body: try DropboxAPI.encode(arg), what: "Dropbox remote '\(remoteName)', \(route)")
     }
 
     /// "files/list_folder" for `https://host/2/files/list_folder`.
@@ -350,10 +330,4 @@ public final class DropboxProvider: Provider {
         let line = text.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
         return line.isEmpty ? nil : String(line.prefix(200))
     }
-}
-
-/// The text of an underlying failure (e.g. a JSON decoding error), kept as an error's cause.
-struct ProviderErrorCause: Error, Sendable, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

@@ -103,40 +103,6 @@ enum DriveAPI {
         "'" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
     }
 
-    /// RFC 3986 unreserved characters: everything else in a query value is percent-encoded (`+`, `&`, `=`, `'`).
-    private static let unreserved: CharacterSet = {
-        var set = CharacterSet()
-        set.insert(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-        return set
-    }()
-
-    static func encode(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
-    }
-
-    /// `base` + `path` (appended unchanged) + the query built from `items`, every value percent-encoded.
-    static func url(_ base: URL, _ path: String, _ items: [(String, String)]) throws -> URL {
-        var text = base.absoluteString
-        while text.hasSuffix("/") { text.removeLast() }
-        text += path
-        if !items.isEmpty { text += "?" + items.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&") }
-        guard let url = URL(string: text) else {
-            throw ProviderError(.configuration, "cannot build a Drive URL from api_url '\(redactedURL(base))'; set api_url to https://HOST")
-        }
-        return url
-    }
-
-    /// RFC 3339 with or without fractional seconds, as Drive prints `modifiedTime`.
-    static func parseTime(_ text: String?) -> Date? {
-        guard let text else { return nil }
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let d = withFraction.date(from: text) { return d }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return plain.date(from: text)
-    }
-
     // MARK: Errors
 
     /// Maps a Drive answer to an error (nil = success), per the handle-errors guide and rclone `shouldRetry`:

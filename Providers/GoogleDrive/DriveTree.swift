@@ -125,7 +125,7 @@ struct DriveTree: Codable, Sendable, Equatable {
         if let sha = f.sha256, !sha.isEmpty { hashes.append(ContentHash(kind: .sha256, value: sha.lowercased())) }
         if let md5 = f.md5, !md5.isEmpty { hashes.append(ContentHash(kind: .md5, value: md5.lowercased())) }
         return RemoteFile(path: path, providerID: id, size: f.size,
-                          modified: DriveAPI.parseTime(f.modified) ?? Date(timeIntervalSince1970: 0),
+                          modified: f.modified.flatMap(RFC3339.parse) ?? Date(timeIntervalSince1970: 0),
                           revision: f.revision ?? f.md5 ?? "", hashes: hashes, mimeType: f.mimeType)
     }
 

@@ -98,7 +98,7 @@ public final class GoogleDriveProvider: Provider {
         var pageToken = old.pageToken
         while true {
             try Task.checkCancellation()
-            let url = try DriveAPI.url(options.apiURL, "/drive/v3/changes", [
+            let url = try driveURL(options.apiURL, "/drive/v3/changes", [
                 ("pageToken", pageToken), ("pageSize", String(options.pageSize)), ("includeRemoved", "true"),
                 ("supportsAllDrives", "true"), ("includeItemsFromAllDrives", "true"), ("fields", DriveAPI.changesFields),
             ])
@@ -212,14 +212,14 @@ public final class GoogleDriveProvider: Provider {
             var items = [("q", q), ("pageSize", String(options.pageSize)), ("fields", DriveAPI.listFields),
                          ("supportsAllDrives", "true"), ("includeItemsFromAllDrives", "true")]
             if let pageToken { items.append(("pageToken", pageToken)) }
-            let page = try await get(try DriveAPI.url(options.apiURL, "/drive/v3/files", items), as: DriveAPI.FileList.self)
+            let page = try await get(try driveURL(options.apiURL, "/drive/v3/files", items), as: DriveAPI.FileList.self)
             for file in page.files ?? [] { each(file) }
             pageToken = page.nextPageToken.flatMap { $0.isEmpty ? nil : $0 }
         } while pageToken != nil
     }
 
     private func startPageToken() async throws -> String {
-        let url = try DriveAPI.url(options.apiURL, "/drive/v3/changes/startPageToken", [("supportsAllDrives", "true")])
+        let url = try driveURL(options.apiURL, "/drive/v3/changes/startPageToken", [("supportsAllDrives", "true")])
         return try await get(url, as: DriveAPI.StartPageToken.self).startPageToken
     }
 
@@ -229,7 +229,7 @@ public final class GoogleDriveProvider: Provider {
         struct Root: Decodable { var id: String }
         var parent = "root"
         if options.rootSegments.isEmpty {
-            let url = try DriveAPI.url(options.apiURL, "/drive/v3/files/root", [("fields", "id"), ("supportsAllDrives", "true")])
+            let url = try driveURL(options.apiURL, "/drive/v3/files/root", [("fields", "id"), ("supportsAllDrives", "true")])
             return try await get(url, as: Root.self).id
         }
         var walked: [String] = []
@@ -251,11 +251,7 @@ public final class GoogleDriveProvider: Provider {
     /// refresh becomes `.unauthorized` (log in again).
     private func get<T: Decodable>(_ url: URL, as type: T.Type) async throws -> T {
         let response = try await send(HTTPRequest(url: url, headers: ["Accept": "application/json"]), via: client)
-        do {
-            return try JSONDecoder().decode(T.self, from: response.body)
-        } catch {
-            throw ProviderError(.invalidResponse, "gdrive \(remoteName): unreadable answer from \(redactedURL(url)) (\(error)); check api_url", status: response.status)
-        }
+        return try APIClient.decode(T.self, from: response, what: "Google Drive remote '\(remoteName)'")
     }
 
     private func send(_ request: HTTPRequest, via client: APIClient) async throws -> HTTPResponse {
@@ -303,7 +299,7 @@ public final class GoogleDriveProvider: Provider {
             return try await request(for: file, acknowledgingAbuse: acknowledged)
         default:
             let id = try fileID(file)
-            let url = try DriveAPI.url(options.apiURL, "/drive/v3/files/\(DriveAPI.encode(id))",
+            let url = try driveURL(options.apiURL, "/drive/v3/files/\(PercentEncoding.encode(id))",
                                        [("fields", "id,trashed"), ("supportsAllDrives", "true")])
             let meta = try await get(url, as: DriveAPI.File.self)
             if meta.trashed == true {
@@ -323,7 +319,7 @@ public final class GoogleDriveProvider: Provider {
     private func downloadURL(for file: RemoteFile, acknowledgingAbuse: Bool) throws -> URL {
         var items = [("alt", "media"), ("supportsAllDrives", "true")]
         if acknowledgingAbuse { items.append(("acknowledgeAbuse", "true")) }
-        return try DriveAPI.url(options.contentURL ?? options.apiURL, "/drive/v3/files/\(DriveAPI.encode(try fileID(file)))", items)
+        return try driveURL(options.contentURL ?? options.apiURL, "/drive/v3/files/\(PercentEncoding.encode(try fileID(file)))", items)
     }
 
     private func request(for file: RemoteFile, acknowledgingAbuse: Bool) async throws -> DownloadRequest {
@@ -337,5 +333,12 @@ extension DriveAPI {
     /// `error.errors[0].reason` of an error answer, if it has one.
     static func reason(of response: HTTPResponse) -> String? {
         (try? JSONDecoder().decode(ErrorBody.self, from: response.body))?.error.errors?.first?.reason
+    }
+}
+
+extension GoogleDriveProvider {
+    /// `base` + `path` + the query, through the kit's one URL builder.
+    func driveURL(_ base: URL, _ path: String, _ query: [(String, String)]) throws -> URL {
+        try APIURL.build(base, path: path, query: query, remote: remoteName, setting: "api_url", example: "https://www.googleapis.com")
     }
 }

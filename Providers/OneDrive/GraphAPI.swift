@@ -184,14 +184,4 @@ enum GraphAPI {
         let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
         return line.count > 200 ? String(line.prefix(200)) + "…" : line
     }
-
-    /// Graph timestamps: ISO 8601 in UTC with optional fractional seconds ("2017-08-07T16:16:30.7Z").
-    static func parseDate(_ text: String) -> Date? {
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let d = withFraction.date(from: text) { return d }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return plain.date(from: text)
-    }
 }

@@ -8,7 +8,7 @@ import Foundation
 /// keeps the items under the configured root, and rebuilds paths from parent ids. The cursor carries the
 /// deltaLink and the id → (name, parent) map, so later listings are `.changes` that include folder renames.
 /// Downloads use the item's pre-authenticated `@microsoft.graph.downloadUrl`, never sent the token.
-public final class OneDriveProvider: Provider {
+public final class OneDriveProvider: TokenDownloadProvider {
     /// Most upserts plus deletions in one yielded page.
     public static let entriesPerPage = 1000
 
@@ -16,6 +16,8 @@ public final class OneDriveProvider: Provider {
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
+    /// The client whose token the `/content` fallback carries (the kit's re-resolution refreshes it on a 401).
+    public var apiClient: APIClient { client }
     private let audio: AudioFilter
     private let logger: Logger
 
@@ -137,13 +139,7 @@ public final class OneDriveProvider: Provider {
             guard seen.insert(url.absoluteString).inserted else {
                 throw ProviderError(.invalidResponse, "OneDrive remote '\(remoteName)': the delta feed sent the same nextLink twice; run the command again later")
             }
-            let response = try await client.send(HTTPRequest(url: url, headers: ["Accept": "application/json"]))
-            let page: GraphAPI.DeltaPage
-            do {
-                page = try JSONDecoder().decode(GraphAPI.DeltaPage.self, from: response.body)
-            } catch {
-                throw ProviderError(.invalidResponse, "OneDrive remote '\(remoteName)': \(GraphAPI.describe(url)) answered a body that is not a delta page; check api_url", status: response.status, cause: error)
-            }
+            let page = try await client.getJSON(GraphAPI.DeltaPage.self, from: url, what: "OneDrive remote '\(remoteName)', the delta feed")
             for item in page.value {
                 tree.apply(item, audio: audio) { level, message in log.log(level, "onedrive \(name): \(message)") }
             }
@@ -231,20 +227,12 @@ public final class OneDriveProvider: Provider {
         return DownloadRequest(url: content, headers: headers, expiresAt: nil, sendsAuthOnRedirect: false)
     }
 
-    /// After a refusal: when the refused request carried our token (the `/content` fallback) and the answer was
-    /// 401, the token is refreshed first (`TokenSource.refresh(rejected:)`); then the download is resolved anew
-    /// (a fresh pre-authenticated URL).
-    public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
-        if status == 401 { try await client.refreshToken(carriedBy: rejected.headers) }
-        return try await resolveDownload(for: file)
-    }
-
     /// `drives/{driveId}/items/{id}` for shared items, else `me/drive/items/{id}`.
     func itemPath(for file: RemoteFile) throws -> String {
         if let hint = file.downloadHint, hint.hasPrefix("drives/") { return hint }
         guard let id = file.providerID, !id.isEmpty else {
             throw ProviderError(.notFound, "OneDrive remote '\(remoteName)': '\(file.path)' has no item id; run `cloudsync pull` again to refresh the listing")
         }
-        return "me/drive/items/" + OneDriveTree.encodeSegment(id)
+        return "me/drive/items/" + PercentEncoding.encode(id, .pathSegment)
     }
 }

@@ -1,4 +1,5 @@
 import CloudSyncCore
+import CloudSyncHTTP
 import Foundation
 
 /// The drive as the delta feed described it, kept by id because delta items carry no paths: every folder
@@ -93,7 +94,7 @@ struct OneDriveTree: Codable, Sendable, Equatable {
             return
         }
         let stamp = item.fileSystemInfo?.lastModifiedDateTime ?? item.lastModifiedDateTime
-        let modified = stamp.flatMap(GraphAPI.parseDate) ?? Date(timeIntervalSince1970: 0)
+        let modified = stamp.flatMap(RFC3339.parse) ?? Date(timeIntervalSince1970: 0)
         var hashes: [ContentHash] = []
         if let q = facet.hashes?.quickXorHash, !q.isEmpty { hashes.append(ContentHash(kind: .quickXor, value: q)) }
         if let s = facet.hashes?.sha256Hash, !s.isEmpty { hashes.append(ContentHash(kind: .sha256, value: s.lowercased())) }
@@ -102,7 +103,7 @@ struct OneDriveTree: Codable, Sendable, Equatable {
         let revision = hashes.first { $0.kind == .quickXor }?.value ?? item.cTag ?? item.eTag ?? ""
         var shared: String?
         if let remote = item.remoteItem, let rid = remote.id, let drive = remote.parentReference?.driveId {
-            shared = "drives/\(Self.encodeSegment(drive))/items/\(Self.encodeSegment(rid))"
+            shared = "drives/\(PercentEncoding.encode(drive, .pathSegment))/items/\(PercentEncoding.encode(rid, .pathSegment))"
         }
         files[id] = File(n: name, p: parent, s: size, m: modified.timeIntervalSince1970, r: revision, h: hashes,
                          t: facet.mimeType, d: shared)
@@ -180,12 +181,6 @@ struct OneDriveTree: Codable, Sendable, Equatable {
         return copy
     }
 
-    /// Percent-encodes one URL path segment (item and drive ids: `!` stays, `/`, `?`, `#` and `%` do not).
-    static func encodeSegment(_ s: String) -> String {
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove(charactersIn: "/?#%;")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
-    }
 }
 
 /// What the listing cursor holds: the deltaLink to resume from and the tree it describes, plus the settings

@@ -1,35 +1,12 @@
 import CloudSyncCore
+import CloudSyncHTTP
 import Foundation
 
-/// Percent-encoding and href resolution, done by hand: servers encode different characters (Apache keeps
+/// Href resolution, done by hand (encoding is the kit's `PercentEncoding`): servers encode different characters (Apache keeps
 /// `+&'` literal and writes lowercase hex, nginx keeps `[ ]` literal, sabre encodes `+&[]'`), and
 /// Foundation's `URL(string:)` re-encodes hrefs with raw `[`/`]` so that `.path` is no longer decoded.
 /// Everything works on UTF-8 bytes: a listing runs these once or twice per file (20,000 in one answer).
 enum WebDAVPath {
-    private static func isUnreserved(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
-        default: false
-        }
-    }
-
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
-
-    /// `segment` with every byte of its UTF-8 form except `A-Za-z0-9-._~` written as `%XX` (uppercase hex).
-    static func encodeSegment(_ segment: String) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(segment.utf8.count)
-        for byte in segment.utf8 {
-            if isUnreserved(byte) {
-                out.append(byte)
-            } else {
-                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Decoded segments of a percent-encoded path: empty segments (`//`, leading and trailing `/`) and `.`
     /// are dropped, `..` removes the previous segment (RFC 3986 §5.2.4, applied to the encoded form).
     /// Nil when a segment is not valid percent-encoded UTF-8 or decodes to something that cannot be a name
@@ -43,40 +20,11 @@ enum WebDAVPath {
                 result.removeLast()
                 continue
             }
-            guard let decoded = percentDecode(raw), !decoded.isEmpty, decoded != ".", decoded != "..",
+            guard let decoded = PercentEncoding.decode(raw), !decoded.isEmpty, decoded != ".", decoded != "..",
                   !decoded.contains("/"), !decoded.contains("\0") else { return nil }
             result.append(decoded)
         }
         return result
-    }
-
-    /// Decodes `%XX` escapes; a `+` stays a `+` (paths are not forms). Nil on a bad escape or invalid UTF-8.
-    static func percentDecode(_ text: Substring) -> String? {
-        let utf8 = Array(text.utf8)
-        guard utf8.contains(UInt8(ascii: "%")) else { return String(text) }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(utf8.count)
-        var i = 0
-        while i < utf8.count {
-            if utf8[i] == UInt8(ascii: "%") {
-                guard i + 2 < utf8.count, let hi = hexValue(utf8[i + 1]), let lo = hexValue(utf8[i + 2]) else { return nil }
-                bytes.append(hi << 4 | lo)
-                i += 3
-            } else {
-                bytes.append(utf8[i])
-                i += 1
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// The decoded path segments `href` names, resolved against `requestPath` (the percent-encoded path of the

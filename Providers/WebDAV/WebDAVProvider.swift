@@ -75,42 +75,19 @@ public final class WebDAVProvider: Provider {
     private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws {
         let base = try baseLocation()
         _ = try authorization.get()
-        let limits = options.walkLimits
-        var queue: [[String]] = [[]]
-        var next = 0
-        var visited: Set<[String]> = [[]]
-        try await withThrowingTaskGroup(of: FolderOutcome.self) { group in
-            var inFlight = 0
-            while true {
-                while inFlight < Self.maxConcurrentPropfinds, next < queue.count {
-                    let folder = queue[next]
-                    next += 1
-                    inFlight += 1
-                    group.addTask { try await self.listFolder(folder, base: base) }
-                }
-                guard let outcome = try await group.next() else { break }
-                inFlight -= 1
-                switch outcome {
-                case .skipped(let folder):
-                    yield(ListingPage(kind: .full, skippedFolders: [folder.joined(separator: "/")]))
-                case .listed(let folder, let files, let subfolders):
-                    if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
-                    var tooDeep: [String] = []
-                    for sub in subfolders where !visited.contains(sub) {
-                        visited.insert(sub)
-                        if sub.count > limits.maxDepth {
-                            logger.warning("webdav: \(limits.tooDeep(remote: remoteName, folder: sub.joined(separator: "/")))")
-                            tooDeep.append(sub.joined(separator: "/"))
-                            continue
-                        }
-                        guard visited.count <= limits.maxFolders else {
-                            group.cancelAll()
-                            throw limits.tooManyFolders(remote: remoteName, root: options.root)
-                        }
-                        queue.append(sub)
-                    }
-                    if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
-                }
+        var frontier = WalkFrontier(limits: options.walkLimits, remote: remoteName, root: options.root, start: [])
+        try await FolderWalk.run(start: [[String]()], concurrency: Self.maxConcurrentPropfinds,
+                                 read: { folder in try await self.listFolder(folder, base: base) }) { outcome in
+            switch outcome {
+            case .skipped(let folder):
+                yield(ListingPage(kind: .full, skippedFolders: [folder.joined(separator: "/")]))
+                return []
+            case .listed(let folder, let files, let subfolders):
+                if folder.isEmpty || !files.isEmpty { yield(ListingPage(kind: .full, upserts: files)) }
+                let (list, tooDeep) = try frontier.admit(subfolders, depth: \.count, shown: { $0.joined(separator: "/") })
+                for folder in tooDeep { logger.warning("webdav: \(frontier.limits.tooDeep(remote: remoteName, folder: folder))") }
+                if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
+                return list
             }
         }
     }
@@ -122,7 +99,7 @@ public final class WebDAVProvider: Provider {
 
         /// URL of the folder or file at `relative` (decoded segments under the root), each segment encoded.
         func url(for relative: [String], isFolder: Bool) -> URL? {
-            let tail = relative.map(WebDAVPath.encodeSegment).joined(separator: "/")
+            let tail = relative.map { PercentEncoding.encode($0) }.joined(separator: "/")
             return URL(string: urlPrefix + tail + (isFolder && !relative.isEmpty ? "/" : ""))
         }
     }
@@ -154,7 +131,7 @@ public final class WebDAVProvider: Provider {
         guard let prefix = comps.string else {
             throw ProviderError(.configuration, "remote \(remoteName): url '\(redactedURL(url))' cannot be used; fix url in the config")
         }
-        let rootTail = rootSegments.map { WebDAVPath.encodeSegment($0) + "/" }.joined()
+        let rootTail = rootSegments.map { PercentEncoding.encode($0) + "/" }.joined()
         return BaseLocation(urlPrefix: prefix + rootTail, segments: urlSegments + rootSegments)
     }
 
@@ -252,7 +229,7 @@ public final class WebDAVProvider: Provider {
             return nil
         }
         let modified: Date
-        if let text = entry.lastModified, let date = WebDAVDate.parse(text) {
+        if let text = entry.lastModified, let date = HTTPDate.parse(text) ?? RFC3339.parse(text) {
             modified = date
         } else {
             logger.debug("webdav \(remoteName): '\(path)' has no readable getlastmodified (\(entry.lastModified ?? "none")); using 1970-01-01")
@@ -279,14 +256,7 @@ public final class WebDAVProvider: Provider {
         }
         var headers: [(name: String, value: String)] = []
         if let auth = try authorization.get() { headers.append((name: "Authorization", value: auth)) }
-        return DownloadRequest(url: url, headers: headers, sendsAuthOnRedirect: false, etag: Self.strongETag(file.revision))
-    }
-
-    /// `etag` when it is a strong entity tag (`"..."`, not `W/"..."`), else nil.
-    static func strongETag(_ etag: String) -> String? {
-        let t = etag.trimmingCharacters(in: .whitespaces)
-        guard t.count >= 2, t.hasPrefix("\""), t.hasSuffix("\"") else { return nil }
-        return t
+        return DownloadRequest(url: url, headers: headers, sendsAuthOnRedirect: false, etag: EntityTag.ifRangeValidator(file.revision))
     }
 
     // MARK: Errors
@@ -311,10 +281,10 @@ public final class WebDAVProvider: Provider {
             return ProviderError(.notFound, "\(shown) does not exist on the WebDAV server (HTTP \(status)); check url and root", status: status)
         case 429, 503:
             return ProviderError(.rateLimited, "WebDAV server at \(host) is throttling or unavailable (HTTP \(status)); retrying later", status: status,
-                                 retryAfter: retryAfter(response.headers["Retry-After"]))
+                                 retryAfter: retryAfter(from: response.headers))
         case 423, 425, 500, 502, 504, 509:
             return ProviderError(.transient, "WebDAV server at \(host) answered HTTP \(status) to \(shown); retrying", status: status,
-                                 retryAfter: retryAfter(response.headers["Retry-After"]))
+                                 retryAfter: retryAfter(from: response.headers))
         case 405, 501:
             return ProviderError(.configuration, "\(shown) does not accept PROPFIND (HTTP \(status)): it is not a WebDAV collection; check url", status: status)
         default:
@@ -322,13 +292,6 @@ public final class WebDAVProvider: Provider {
         }
     }
 
-    /// Seconds from a `Retry-After` value: delta-seconds or an HTTP date (clamped at 0); nil when absent or unreadable.
-    static func retryAfter(_ value: String?, now: Date = Date()) -> TimeInterval? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Int(value), seconds >= 0 { return TimeInterval(seconds) }
-        guard let date = WebDAVDate.parse(value) else { return nil }
-        return max(0, date.timeIntervalSince(now))
-    }
 }
 
 /// One entry of a folder's answer, as listed.

@@ -89,34 +89,6 @@ enum YandexAPI {
     /// `fields=` of a download link.
     static let linkFields = "href,method,templated"
 
-    /// Query component encoding: everything but RFC 3986 unreserved characters is percent-encoded, so `+`, `&`,
-    /// `=`, `#`, `%`, `/`-free segments and non-ASCII names survive any server's decoding (`+` is not a space).
-    static func encodeQueryValue(_ value: String) -> String {
-        var out = ""
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                 UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out += String(format: "%%%02X", byte)
-            }
-        }
-        return out
-    }
-
-    /// `base` + `path` + `?name=value&...`, values encoded with ``encodeQueryValue(_:)``.
-    static func url(base: URL, path: String, query: [(String, String)]) -> URL? {
-        var text = base.absoluteString
-        while text.hasSuffix("/") { text.removeLast() }
-        text += path
-        if !query.isEmpty {
-            text += "?" + query.map { "\($0.0)=\(encodeQueryValue($0.1))" }.joined(separator: "&")
-        }
-        return URL(string: text)
-    }
-
     /// The root as path segments: "", "/", "disk:", "disk:/" → []; "Music", "/Music/", "disk:/Music" → ["Music"].
     static func rootSegments(_ root: String) -> [String] {
         var r = Substring(root)
@@ -138,15 +110,5 @@ enum YandexAPI {
         }
         guard p.hasPrefix("/") else { return nil }
         return p.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-    }
-
-    /// Parses `modified`: ISO 8601 / RFC 3339 with an offset or `Z`, with or without fractional seconds.
-    static func parseDate(_ text: String) -> Date? {
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        if let d = plain.date(from: text) { return d }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return fractional.date(from: text)
     }
 }

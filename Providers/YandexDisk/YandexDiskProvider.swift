@@ -8,11 +8,13 @@ import Foundation
 /// Listing is one request per page: the flat `resources/files?media_type=audio` list when the root is the whole
 /// disk, else a breadth-first walk of `resources?path=` folder pages. There is no change feed: every listing is
 /// `.full` and cursors are ignored; the engine compares fingerprints (size, modified, revision).
-public final class YandexDiskProvider: Provider {
+public final class YandexDiskProvider: TokenDownloadProvider {
     public let options: YandexOptions
     public var remoteName: String { options.remoteName }
 
     private let client: APIClient
+    /// The client whose token every GET of a download href carries (the kit's re-resolution refreshes it on a 401).
+    public var apiClient: APIClient { client }
     private let audio: AudioFilter
     private let logger: Logger
     private let root: [String]
@@ -120,49 +122,27 @@ public final class YandexDiskProvider: Provider {
     /// Breadth-first walk from the root, at most `maxConcurrentRequests` folder pages at once; the pages of one
     /// folder are read in order. Returns whether a page was yielded.
     private func walk(_ yield: @Sendable (ListingPage) -> Void) async throws -> Bool {
-        var queue = [FolderTask(segments: root, offset: 0)]
-        var next = 0
-        var visited: Set<[String]> = [root]
+        var frontier = WalkFrontier(limits: options.walkLimits, remote: remoteName, root: options.root, start: root)
         var yielded = false
         var requests = 0
-        let limits = options.walkLimits
-        try await withThrowingTaskGroup(of: FolderOutcome.self) { group in
-            var inFlight = 0
-            while true {
-                while inFlight < options.maxConcurrentRequests, next < queue.count {
-                    let task = queue[next]
-                    next += 1
-                    inFlight += 1
-                    group.addTask { try await self.listFolderPage(task) }
-                }
-                guard let outcome = try await group.next() else { break }
-                inFlight -= 1
-                requests += 1
-                guard case .listed(let task, let files, let subfolders, let nextOffset) = outcome else { continue }
-                if !files.isEmpty {
-                    yield(ListingPage(kind: .full, upserts: files))
-                    yielded = true
-                }
-                if let nextOffset { queue.append(FolderTask(segments: task.segments, offset: nextOffset)) }
-                var tooDeep: [String] = []
-                for sub in subfolders where !visited.contains(sub) {
-                    visited.insert(sub)
-                    let relative = sub.dropFirst(root.count).joined(separator: "/")
-                    if sub.count - root.count > limits.maxDepth {
-                        logger.warning("yandex: \(limits.tooDeep(remote: remoteName, folder: relative))")
-                        tooDeep.append(relative)
-                        continue
-                    }
-                    guard visited.count <= limits.maxFolders else {
-                        group.cancelAll()
-                        throw limits.tooManyFolders(remote: remoteName, root: options.root)
-                    }
-                    queue.append(FolderTask(segments: sub, offset: 0))
-                }
-                if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
+        let root = root
+        try await FolderWalk.run(start: [FolderTask(segments: root, offset: 0)], concurrency: options.maxConcurrentRequests,
+                                 read: { task in try await self.listFolderPage(task) }) { outcome in
+            requests += 1
+            guard case .listed(let task, let files, let subfolders, let nextOffset) = outcome else { return [] }
+            if !files.isEmpty {
+                yield(ListingPage(kind: .full, upserts: files))
+                yielded = true
             }
+            var queue = nextOffset.map { [FolderTask(segments: task.segments, offset: $0)] } ?? []
+            let (list, tooDeep) = try frontier.admit(subfolders, depth: { $0.count - root.count },
+                                                     shown: { $0.dropFirst(root.count).joined(separator: "/") })
+            for folder in tooDeep { logger.warning("yandex: \(frontier.limits.tooDeep(remote: remoteName, folder: folder))") }
+            queue += list.map { FolderTask(segments: $0, offset: 0) }
+            if !tooDeep.isEmpty { yield(ListingPage(kind: .full, skippedFolders: tooDeep)) }
+            return queue
         }
-        logger.debug("yandex \(remoteName): walked \(visited.count) folder(s) in \(requests) request(s)")
+        logger.debug("yandex \(remoteName): walked \(frontier.visited.count) folder(s) in \(requests) request(s)")
         return yielded
     }
 
@@ -251,7 +231,7 @@ public final class YandexDiskProvider: Provider {
             return nil
         }
         let modified: Date
-        if let text = item.modified, let date = YandexAPI.parseDate(text) {
+        if let text = item.modified, let date = RFC3339.parse(text) {
             modified = date
         } else {
             logger.debug("yandex \(remoteName): '\(relative)' has no readable modified date; using 1970-01-01")
@@ -298,15 +278,6 @@ public final class YandexDiskProvider: Provider {
                                expiresAt: nil, sendsAuthOnRedirect: true)
     }
 
-    /// After the download host refused an href: a 401 means the token it carried was refused, so that token is
-    /// refreshed first (once, shared with concurrent callers; a token already replaced is not refreshed again);
-    /// then, for every status, a new href is resolved (one API call).
-    public func resolveDownload(for file: RemoteFile, rejected: DownloadRequest, status: Int) async throws -> DownloadRequest {
-        if status == 401 { try await client.refreshToken(carriedBy: rejected.headers) }
-        logger.debug("yandex \(remoteName): download host answered \(status) for '\(file.path)'; asking for a new link")
-        return try await resolveDownload(for: file)
-    }
-
     /// The API path of a listed file: the listing's `disk:/...` path, else the root plus `file.path`.
     private func apiPath(of file: RemoteFile) throws -> String {
         if let hint = file.downloadHint, let segments = YandexAPI.segments(ofAPIPath: hint), !segments.isEmpty {
@@ -322,12 +293,8 @@ public final class YandexDiskProvider: Provider {
     // MARK: Requests
 
     private func apiURL(_ path: String, _ query: [(String, String)]) throws -> URL {
-        let base = options.apiURL
-        guard let scheme = base.scheme?.lowercased(), scheme == "https" || scheme == "http", base.host?.isEmpty == false,
-              let url = YandexAPI.url(base: base, path: path, query: query) else {
-            throw ProviderError(.configuration, "remote '\(remoteName)': api_url '\(redactedURL(base))' is not an http(s) base URL; set it to https://cloud-api.yandex.net or remove it")
-        }
-        return url
+        try APIURL.build(options.apiURL, path: path, query: query, remote: remoteName, setting: "api_url",
+                         example: "https://cloud-api.yandex.net")
     }
 
     /// GETs `url` through the API client and decodes its JSON. A token still refused after the one refresh becomes
@@ -342,23 +309,6 @@ public final class YandexDiskProvider: Provider {
             error.message = "Yandex.Disk refused the token of remote '\(remoteName)' even after refreshing it (UnauthorizedError); run `cloudsync login \(remoteName)`"
             throw error
         }
-        do {
-            return try JSONDecoder().decode(T.self, from: response.body)
-        } catch {
-            throw ProviderError(.invalidResponse,
-                "Yandex.Disk answered \(what) of remote '\(remoteName)' with a body that is not the documented JSON (\(Self.describe(error))); check api_url",
-                status: response.status, cause: error)
-        }
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        switch error {
-        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c), DecodingError.keyNotFound(_, let c),
-             DecodingError.dataCorrupted(let c):
-            let path = c.codingPath.map(\.stringValue).joined(separator: ".")
-            return path.isEmpty ? "not JSON" : "bad value at \(path)"
-        default:
-            return "unreadable"
-        }
+        return try APIClient.decode(T.self, from: response, what: "Yandex.Disk remote '\(remoteName)', \(what)")
     }
 }

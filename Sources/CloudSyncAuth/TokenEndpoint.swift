@@ -75,15 +75,8 @@ func grantError(_ code: String, status: Int, endpoint: URL, what: String) -> Aut
     }
 }
 
-/// `application/x-www-form-urlencoded` (WHATWG URL §5.2): unreserved bytes as is, space as `+`.
-func formEncode(_ fields: [(String, String)]) -> String {
-    var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-    allowed.insert(charactersIn: "*-._ ")
-    func enc(_ s: String) -> String {
-        (s.addingPercentEncoding(withAllowedCharacters: allowed) ?? "").replacingOccurrences(of: " ", with: "+")
-    }
-    return fields.map { "\(enc($0.0))=\(enc($0.1))" }.joined(separator: "&")
-}
+/// `application/x-www-form-urlencoded`: the kit's one encoder.
+func formEncode(_ fields: [(String, String)]) -> String { PercentEncoding.form(fields) }
 
 /// A URL with `query` appended, percent-encoded as a form.
 func url(_ base: URL, adding query: [(String, String)]) -> URL {

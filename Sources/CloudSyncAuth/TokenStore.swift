@@ -244,27 +244,3 @@ public final class TokenFileLock {
 
     deinit { unlock() }
 }
-
-/// RFC 3339 timestamps as rclone writes them (`2026-01-02T03:04:05.123456789+01:00`); fractions are read
-/// to the millisecond and written as whole seconds in UTC.
-enum RFC3339 {
-    static func parse(_ text: String) -> Date? {
-        var s = text.trimmingCharacters(in: .whitespaces)
-        var fraction = 0.0
-        if let dot = s.firstIndex(of: ".") {
-            var end = s.index(after: dot)
-            while end < s.endIndex, s[end].isNumber { end = s.index(after: end) }
-            fraction = Double("0" + s[dot..<end]) ?? 0
-            s.removeSubrange(dot..<end)
-        }
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.date(from: s).map { $0.addingTimeInterval(fraction) }
-    }
-
-    static func format(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: date)
-    }
-}

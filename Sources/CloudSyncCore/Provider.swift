@@ -66,7 +66,10 @@ public struct DownloadRequest: Sendable {
     }
 }
 
-/// What a provider can do.
+/// What a provider can do. Each field is read: the conformance suite (Tests/ProviderTests/ConformanceTests.swift)
+/// holds every provider to `hashKinds` (a declared hash on every file, downloads checked by it), `hasChangeFeed`
+/// (a cursor, `.changes` from it), `supportsRanges` (ranged downloads) and `caseInsensitivePaths`, which the
+/// engine also reads to match deletions by path.
 public struct ProviderCapabilities: Sendable, Hashable {
     /// Hash kinds the provider publishes for (most) files.
     public var hashKinds: Set<HashKind>

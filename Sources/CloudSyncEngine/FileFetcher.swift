@@ -482,8 +482,7 @@ func sameVersion(_ a: String, _ b: String) -> Bool {
 
 /// The ETag if it is strong (usable in `If-Range`), else nil.
 func strongETag(_ etag: String) -> String? {
-    let t = etag.trimmingCharacters(in: .whitespaces)
-    return t.hasPrefix("W/") || t.isEmpty ? nil : t
+    EntityTag.ifRangeValidator(etag)
 }
 
 /// The links one fetcher resolved, by file version (path and fingerprint); a link about to expire is not handed

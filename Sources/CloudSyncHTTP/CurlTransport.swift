@@ -94,7 +94,7 @@ public final class CurlTransport: Transport {
     /// `If-Range` needs a strong validator (RFC 9110 §13.1.5): a weak `W/"…"` one would make every range
     /// come back as 200, so it is not sent.
     static func isStrongETag(_ tag: String) -> Bool {
-        tag.hasPrefix("\"") && tag.hasSuffix("\"") && tag.count >= 2
+        EntityTag.ifRangeValidator(tag) != nil
     }
 
     /// Sends `original` and follows its redirects. `deadline` bounds everything (API requests): a hop is not even

@@ -13,37 +13,6 @@ public func retryAfter(from headers: HTTPHeaders, now: Date = Date()) -> TimeInt
     return max(0, date.timeIntervalSince(now))
 }
 
-/// HTTP-date parsing (RFC 9110 §5.6.7): the three formats a recipient must accept, all in GMT.
-public enum HTTPDate {
-    private static let formats = [
-        "EEE, dd MMM yyyy HH:mm:ss 'GMT'",  // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-        "EEEE, dd-MMM-yy HH:mm:ss 'GMT'",   // RFC 850:     Sunday, 06-Nov-94 08:49:37 GMT
-        "EEE MMM d HH:mm:ss yyyy",          // asctime:     Sun Nov  6 08:49:37 1994
-    ]
-
-    public static func parse(_ text: String) -> Date? {
-        // asctime pads single-digit days with a space; collapse runs of spaces so "d" matches.
-        let normalized = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
-        for format in formats {
-            let f = DateFormatter()
-            f.locale = Locale(identifier: "en_US_POSIX")
-            f.timeZone = TimeZone(identifier: "GMT")
-            f.dateFormat = format
-            if let d = f.date(from: normalized) { return d }
-        }
-        return nil
-    }
-
-    /// IMF-fixdate for `date`, e.g. for servers and tests.
-    public static func format(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = formats[0]
-        return f.string(from: date)
-    }
-}
-
 extension Character {
     fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }

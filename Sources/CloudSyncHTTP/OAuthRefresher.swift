@@ -131,12 +131,5 @@ public actor OAuthRefresher: TokenSource {
     }
 
     /// `application/x-www-form-urlencoded` (WHATWG URL §5.2): unreserved bytes as is, space as `+`.
-    static func formEncode(_ fields: [(String, String)]) -> String {
-        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
-        allowed.insert(charactersIn: "*-._ ")
-        func enc(_ s: String) -> String {
-            (s.addingPercentEncoding(withAllowedCharacters: allowed) ?? "").replacingOccurrences(of: " ", with: "+")
-        }
-        return fields.map { "\(enc($0.0))=\(enc($0.1))" }.joined(separator: "&")
-    }
+    static func formEncode(_ fields: [(String, String)]) -> String { PercentEncoding.form(fields) }
 }

@@ -146,44 +146,14 @@ enum TrackMetadata {
 
     /// IMF-fixdate (RFC 9110 §5.6.7), e.g. `Tue, 14 Nov 2023 22:13:20 GMT`. Dates outside years 0–9999 are
     /// clamped into them (a hostile listing may hold any date).
-    static func httpDate(_ date: Date) -> String {
-        let parts = utc(date)
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        return days[Int(parts.tm_wday)] + ", " + digits(parts.tm_mday, 2) + " " + months[Int(parts.tm_mon)] + " "
-            + digits(parts.tm_year + 1900, 4) + " " + digits(parts.tm_hour, 2) + ":" + digits(parts.tm_min, 2) + ":"
-            + digits(parts.tm_sec, 2) + " GMT"
-    }
+    static func httpDate(_ date: Date) -> String { HTTPDate.format(date) }
 
     /// RFC 3339 in UTC, e.g. `2023-11-14T22:13:20Z` (WebDAV's `creationdate`).
-    static func iso8601(_ date: Date) -> String {
-        let parts = utc(date)
-        return digits(parts.tm_year + 1900, 4) + "-" + digits(parts.tm_mon + 1, 2) + "-" + digits(parts.tm_mday, 2) + "T"
-            + digits(parts.tm_hour, 2) + ":" + digits(parts.tm_min, 2) + ":" + digits(parts.tm_sec, 2) + "Z"
-    }
-
-    /// `date` broken down in UTC, its seconds clamped to years 0000–9999.
-    private static func utc(_ date: Date) -> tm {
-        let seconds = date.timeIntervalSince1970
-        let clamped = seconds.isFinite ? min(max(seconds, -62_167_219_200), 253_402_300_799) : 0
-        var t = time_t(clamped.rounded(.down))
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        return parts
-    }
-
-    /// `value` in decimal, zero-padded to `width` digits (non-negative values).
-    private static func digits(_ value: Int32, _ width: Int) -> String {
-        let text = String(max(0, value))
-        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-    }
+    static func iso8601(_ date: Date) -> String { RFC3339.format(date) }
 
     /// Whether an `If-Range` value still names this version: the strong ETag, or exactly the Last-Modified date.
     static func ifRangeMatches(_ value: String, file: RemoteFile) -> Bool {
-        let v = value.trimmingCharacters(in: .whitespaces)
-        if v.hasPrefix("\"") { return v == etag(for: file) }
-        if v.hasPrefix("W/") { return false }
-        return v == httpDate(file.modified)
+        EntityTag(parsing: etag(for: file)).map { EntityTag.ifRangeMatches(value, current: $0, lastModified: file.modified) } ?? false
     }
 
     static func isSafeHeaderValue(_ s: String) -> Bool {

@@ -33,9 +33,12 @@ import hashlib
 import json
 import sys
 import threading
+
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+import fake_range
 
 BLOCK = 4 * 1024 * 1024
 
@@ -388,24 +391,11 @@ class Handler(BaseHTTPRequestHandler):
             data = s.revs[meta["rev"]]
         result = [("Dropbox-API-Result", header_safe_json({k: v for k, v in meta.items() if k != ".tag"})),
                   ("Accept-Ranges", "bytes")]
-        rng = self.headers.get("Range")
-        if rng is None:
-            return self.answer(200, data, "application/octet-stream", result)
         size = len(data)
-        try:
-            unit, spec = rng.split("=", 1)
-            a, b = spec.split("-", 1)
-            assert unit.strip() == "bytes" and "," not in spec
-            if a == "":
-                start, end = max(0, size - int(b)), size - 1
-            else:
-                start, end = int(a), (int(b) if b else size - 1)
-            end = min(end, size - 1)
-            assert start <= end
-        except Exception:
-            return self.answer(416, b"", "text/plain", [("Content-Range", f"bytes */{size}")])
-        self.answer(206, data[start:end + 1], "application/octet-stream",
-                    result + [("Content-Range", f"bytes {start}-{end}/{size}")])
+        status, start, end = fake_range.plan(self.headers.get("Range"), size, malformed="416")
+        if status == 416:
+            return self.answer(416, b"", "text/plain", fake_range.headers(status, start, end, size))
+        self.answer(status, data[start:end + 1], "application/octet-stream", result + fake_range.headers(status, start, end, size))
 
     # ---- token endpoint and control
     def token_endpoint(self):

@@ -50,6 +50,9 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote, urlsplit
 
+import fake_range
+
+
 # Every byte XOR 0x5A, as a translation table: at C speed, so a "mutate" replaces even a big file at once
 # (a byte-by-byte generator took ~0.7 s for 4 MiB, long enough for a whole download to finish meanwhile).
 FLIP = bytes(i ^ 0x5A for i in range(256))
@@ -260,20 +263,13 @@ class Handler(BaseHTTPRequestHandler):
         headers = [("ETag", etag), ("Accept-Ranges", "bytes"),
                    ("Last-Modified", formatdate(os.stat(self.local(rel)).st_mtime, usegmt=True)),
                    ("Content-Type", "application/octet-stream")]
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-        if_range = self.headers.get("If-Range")
-        range_applies = m is not None and kind != "ignore_range" and (
-            if_range is None or if_range == etag or kind == "ignore_if_range")
-        status, start, end = 200, 0, size - 1
-        if range_applies:
-            start = int(m.group(1))
-            end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
-            if start >= size:
-                entry["status"] = 416
-                return self.send(416, b"", [("Content-Range", f"bytes */{size}")])
-            status = 206
-            shown = start + fault.get("shift", 0) if kind == "wrong_range" else start
-            headers.append(("Content-Range", f"bytes {shown}-{shown + end - start}/{size}"))
+        status, start, end = fake_range.plan(None if kind == "ignore_range" else self.headers.get("Range"), size,
+                                             etag=None if kind == "ignore_if_range" else etag,
+                                             if_range=self.headers.get("If-Range"), suffix=False)
+        if status == 416:
+            entry["status"] = 416
+            return self.send(416, b"", fake_range.headers(status, start, end, size))
+        headers += fake_range.headers(status, start, end, size, shift=fault.get("shift", 0) if kind == "wrong_range" else 0)
         limit_end = None
         if kind == "only":
             held = next((b for a, b in fault.get("ranges", []) if a <= start < b), None)

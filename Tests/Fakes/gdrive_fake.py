@@ -21,8 +21,11 @@ import random
 import re
 import sys
 import threading
+
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import fake_range
 
 FOLDER = "application/vnd.google-apps.folder"
 FILE_FIELDS = {"kind", "id", "name", "parents", "mimeType", "size", "md5Checksum", "sha1Checksum",
@@ -621,33 +624,20 @@ class Handler(BaseHTTPRequestHandler):
                            "This file has been identified as malware or spam and cannot be downloaded.",
                            "acknowledgeAbuse")
         data = d.content(it)
-        rng = self.headers.get("Range")
-        status, start, end = 200, 0, len(data) - 1
-        if rng:
-            try:
-                unit, spec = rng.split("=", 1)
-                a, b = spec.split("-", 1)
-                if unit.strip() != "bytes" or not a:
-                    raise ValueError
-                start, end = int(a), (int(b) if b else len(data) - 1)
-            except ValueError:
-                start, end = 0, len(data) - 1
-                rng = None
-        if rng:
-            if start >= len(data) or end < start:
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(data)}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return 416
-            end = min(end, len(data) - 1)
-            status = 206
+        status, start, end = fake_range.plan(self.headers.get("Range"), len(data), suffix=False)
+        if status == 416:
+            self.send_response(416)
+            for k, v in fake_range.headers(status, start, end, len(data)):
+                self.send_header(k, v)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return 416
         body = data[start:end + 1]
         self.send_response(status)
         self.send_header("Content-Type", it.get("mimeType", "application/octet-stream"))
         self.send_header("Content-Length", str(len(body)))
-        if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        for k, v in fake_range.headers(status, start, end, len(data)):
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
         return status

@@ -32,6 +32,9 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import fake_range
+
+
 LOCK = threading.Lock()
 COUNTERS = {}
 
@@ -45,20 +48,6 @@ def bump(key):
 def content(size, version=1, start=0, end=None):
     end = size if end is None else end
     return bytes(((i * 7 + version * 13) % 256) for i in range(start, end))
-
-
-def parse_range(header, size):
-    if not header or not header.startswith("bytes="):
-        return None
-    spec = header[6:]
-    if "," in spec or spec.startswith("-"):
-        return "bad"
-    a, _, b = spec.partition("-")
-    a = int(a)
-    b = int(b) if b else size - 1
-    if a >= size:
-        return "unsatisfiable"
-    return a, min(b, size - 1)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -81,20 +70,12 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def serve_file(self, size, version, etag, honour=True, shift=0, after=None, stall=False):
-        rng = parse_range(self.headers.get("Range"), size) if honour else None
-        if_range = self.headers.get("If-Range")
-        if rng is not None and if_range is not None and if_range != etag:
-            rng = None
-        if rng == "unsatisfiable":
-            return self.reply(416, b"", [("Content-Range", "bytes */%d" % size)])
-        if rng == "bad":
-            rng = None
-        if rng is None:
-            status, start, end = 200, 0, size
-            extra = []
-        else:
-            status, start, end = 206, rng[0], rng[1] + 1
-            extra = [("Content-Range", "bytes %d-%d/%d" % (start + shift, end - 1 + shift, size))]
+        status, start, last = fake_range.plan(self.headers.get("Range") if honour else None, size, etag=etag,
+                                              if_range=self.headers.get("If-Range"), suffix=False)
+        if status == 416:
+            return self.reply(416, b"", fake_range.headers(status, start, last, size))
+        end = last + 1
+        extra = fake_range.headers(status, start, last, size, shift=shift)
         data = content(size, version, start, end)
         self.send_response(status)
         self.send_header("ETag", etag)

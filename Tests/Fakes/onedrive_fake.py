@@ -39,8 +39,11 @@ import sys
 import threading
 import time
 import uuid
+
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import fake_range
 
 DRIVE_ID = "b!fakeDrive0123"
 # driveItem properties (driveitem resource page) plus baseItem's; $select must name only these.
@@ -437,20 +440,14 @@ class Handler(BaseHTTPRequestHandler):
             data = item["content"]
             etag = f'"{item["id"]}.{item["version"]}"'
         headers = {"ETag": etag, "Accept-Ranges": "bytes"}
-        rng = self.headers.get("Range")
-        if_range = self.headers.get("If-Range")
-        if rng and (if_range is None or if_range == etag):
-            m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
-            if not m or m.group(1) == "":
-                return 400, {}, b"only absolute byte ranges are supported", "text/plain"
-            start = int(m.group(1))
-            end = int(m.group(2)) if m.group(2) else len(data) - 1
-            if start >= len(data):
-                return 416, {"Content-Range": f"bytes */{len(data)}"}, b"", "text/plain"
-            end = min(end, len(data) - 1)
-            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-            return 206, headers, data[start: end + 1], "application/octet-stream"
-        return 200, headers, data, "application/octet-stream"
+        status, start, end = fake_range.plan(self.headers.get("Range"), len(data), etag=etag,
+                                             if_range=self.headers.get("If-Range"), suffix=False, malformed="400")
+        if status == 400:
+            return 400, {}, b"only absolute byte ranges are supported", "text/plain"
+        if status == 416:
+            return 416, dict(fake_range.headers(status, start, end, len(data))), b"", "text/plain"
+        headers.update(fake_range.headers(status, start, end, len(data)))
+        return status, headers, data[start: end + 1], "application/octet-stream"
 
 
 def main():

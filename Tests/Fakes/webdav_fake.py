@@ -35,9 +35,12 @@ import sys
 import threading
 import time
 import zlib
+
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote, urlsplit
+
+import fake_range
 
 MTIME = 1764536124  # Sun, 30 Nov 2025 20:55:24 GMT
 
@@ -156,14 +159,11 @@ class Handler(BaseHTTPRequestHandler):
         data = content_of(rel)
         headers = [("ETag", f'"{hashlib.md5(data).hexdigest()}"'), ("Accept-Ranges", "bytes"),
                    ("Last-Modified", formatdate(MTIME, usegmt=True))]
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-        if m:
-            start = int(m.group(1))
-            end = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
-            if start >= len(data):
-                return self.send(416, b"", [("Content-Range", f"bytes */{len(data)}")])
-            return self.send(206, data[start:end + 1], headers + [("Content-Range", f"bytes {start}-{end}/{len(data)}")])
-        self.send(200, data, headers)
+        status, start, end = fake_range.plan(self.headers.get("Range"), len(data), etag=headers[0][1],
+                                             if_range=self.headers.get("If-Range"), suffix=False)
+        if status == 416:
+            return self.send(416, b"", fake_range.headers(status, start, end, len(data)))
+        self.send(status, data[start:end + 1], headers + fake_range.headers(status, start, end, len(data)))
 
     def do_PROPFIND(self):
         s = self.state

@@ -28,6 +28,8 @@ documented list; unknown paths → 404 DiskNotFoundError; `fields=` trims answer
 Control (no auth): GET /_log → JSON list of requests; POST /_log/clear; POST /_control with JSON:
   {"expire_token": true}                    the current access token starts answering 401 UnauthorizedError
   {"throttle": {"count": N, "status": 429, "retry_after": "1" | null, "target": "api" | "download"}}
+  {"delete": "Music/A/x.mp3"}               the file is gone
+  {"move": {"from": "Music/A/x.mp3", "to": "Moved/x.mp3"}}   same resource_id and bytes at a new path
 """
 import hashlib
 import json
@@ -35,8 +37,11 @@ import os
 import re
 import sys
 import threading
+
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import fake_range
 
 MEDIA_TYPES = {"audio", "backup", "book", "compressed", "data", "development", "diskimage", "document", "encoded",
                "executable", "flash", "font", "image", "settings", "spreadsheet", "text", "unknown", "video", "web"}
@@ -351,34 +356,22 @@ def make_handler(state, role, ports):
                 return
             data = state.files[h["path"]]["data"]
             size = len(data)
-            rng = self.headers.get("Range")
-            start, end, status = 0, size - 1, 200
-            if rng:
-                rm = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
-                if not rm or int(rm.group(1)) >= size:
-                    self.record(416, {"href_id": m.group(1)})
-                    self.send_response(416)
-                    self.send_header("Content-Range", "bytes */%d" % size)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                start = int(rm.group(1))
-                end = min(int(rm.group(2)), size - 1) if rm.group(2) else size - 1
-                if end < start:
-                    self.record(416, {"href_id": m.group(1)})
-                    self.send_response(416)
-                    self.send_header("Content-Range", "bytes */%d" % size)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                status = 206
+            status, start, end = fake_range.plan(self.headers.get("Range"), size, suffix=False, malformed="416")
+            if status == 416:
+                self.record(416, {"href_id": m.group(1)})
+                self.send_response(416)
+                for k, v in fake_range.headers(status, start, end, size):
+                    self.send_header(k, v)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             self.record(status, {"href_id": m.group(1)})
             self.send_response(status)
             self.send_header("Content-Type", state.files[h["path"]]["mime_type"])
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(end - start + 1))
-            if status == 206:
-                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
+            for k, v in fake_range.headers(status, start, end, size):
+                self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data[start:end + 1])
 
@@ -400,6 +393,16 @@ def make_handler(state, role, ports):
                         state.throttle[t.get("target", "api")] = {"count": int(t.get("count", 1)),
                                                                   "status": int(t.get("status", 429)),
                                                                   "retry_after": t.get("retry_after")}
+                    if "delete" in cmd:
+                        state.files.pop(cmd["delete"].strip("/"), None)
+                    if "move" in cmd:
+                        src, dst = cmd["move"]["from"].strip("/"), cmd["move"]["to"].strip("/")
+                        f = state.files.pop(src)
+                        f["name"] = dst.rsplit("/", 1)[-1]
+                        state.files[dst] = f
+                        parts = dst.split("/")[:-1]
+                        for i in range(1, len(parts) + 1):
+                            state.dirs.add("/".join(parts[:i]))
                 return self.send_json(200, {})
             if parsed.path == "/token" and role == "api":
                 return self.token(raw)

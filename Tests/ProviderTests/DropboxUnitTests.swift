@@ -109,10 +109,4 @@ struct DropboxUnitTests {
         #expect(DropboxCursor.decode("AAE-plain-dropbox-cursor") == nil)
         #expect(DropboxCursor.decode(#"{"v":2,"root":"","cursor":"x"}"#) == nil)
     }
-
-    @Test("server_modified parses as UTC")
-    func dates() {
-        #expect(DropboxProvider.parseDate("2015-05-12T15:50:38Z") == Date(timeIntervalSince1970: 1431445838))
-        #expect(DropboxProvider.parseDate("garbage") == nil)
-    }
 }

@@ -364,7 +364,7 @@ struct GoogleDriveFakeTests {
     func fakeRejectsUnknownSyntax() async throws {
         try await withDriveFake(librarySpec()) { fake in
             for q in ["modifiedTime > '2020-01-01'", "name = 'a' and", "starred = true", "'x' in owners", "(trashed=false"] {
-                let url = try DriveAPI.url(fake.base, "/drive/v3/files", [("q", q), ("fields", DriveAPI.listFields)])
+                let url = try #require(APIURL.make(fake.base, path: "/drive/v3/files", query: [("q", q), ("fields", DriveAPI.listFields)]))
                 let response = try await fake.transport.send(HTTPRequest(url: url, headers: ["Authorization": "Bearer tok-0"]))
                 #expect(response.status == 400, "\(q)")
                 #expect(DriveAPI.reason(of: response) == "invalid")

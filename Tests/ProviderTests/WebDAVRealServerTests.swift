@@ -18,10 +18,11 @@ final class RealWebDAVServer: Sendable {
     let stateDir: String
 
     /// Starts `kind` (rclone, apache, nginx). Throws with the script's message when the server binary or module
-    /// is missing or it does not come up within 15 s.
-    static func start(_ kind: String, serving dir: URL) async throws -> RealWebDAVServer {
-        let (child, line) = try await ChildProcess.startReadingFirstLine("bash", [WebDAVTestPaths.startScript.path, kind, dir.path],
-                                                                         timeout: 30)
+    /// is missing or it does not come up within 15 s. `freshListings`: the test changes `dir` while the server runs,
+    /// so rclone must not answer from its directory cache.
+    static func start(_ kind: String, serving dir: URL, freshListings: Bool = false) async throws -> RealWebDAVServer {
+        let (child, line) = try await ChildProcess.startReadingFirstLine("bash", [WebDAVTestPaths.startScript.path, kind, dir.path]
+                                                                         + (freshListings ? ["fresh"] : []), timeout: 30)
         child.stop()
         let parts = line.split(separator: " ")
         guard parts.count == 3, let port = Int(parts[0]), let pid = Int32(parts[1]) else {

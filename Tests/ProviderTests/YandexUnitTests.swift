@@ -113,13 +113,6 @@ struct YandexUnitTests {
         #expect(YandexAPI.diskPath([]) == "disk:/")
     }
 
-    @Test("query values encode everything but unreserved characters")
-    func queryEncoding() {
-        #expect(YandexAPI.encodeQueryValue("disk:/a+b &#%?=.mp3") == "disk%3A%2Fa%2Bb%20%26%23%25%3F%3D.mp3")
-        #expect(YandexAPI.encodeQueryValue("Рок") == "%D0%A0%D0%BE%D0%BA")
-        #expect(YandexAPI.encodeQueryValue("a-b_c.d~e") == "a-b_c.d~e")
-    }
-
     @Test("fields= asks for every key the listing reads, with the documented prefixes")
     func fields() {
         let folder = Set(YandexAPI.folderFields.split(separator: ",").map(String.init))
@@ -132,13 +125,6 @@ struct YandexUnitTests {
         #expect(files.isSuperset(of: ["limit", "offset"]))
     }
 
-    @Test("dates with offsets, Z and fractions")
-    func dates() {
-        #expect(YandexAPI.parseDate("2014-04-21T14:57:14+04:00") == Date(timeIntervalSince1970: 1_398_077_834))
-        #expect(YandexAPI.parseDate("2014-04-21T10:57:14Z") == Date(timeIntervalSince1970: 1_398_077_834))
-        #expect(YandexAPI.parseDate("2014-04-21T14:57:14.5+04:00") == Date(timeIntervalSince1970: 1_398_077_834.5))
-        #expect(YandexAPI.parseDate("yesterday") == nil)
-    }
 
     @Test("a documented folder answer: audio by media_type or extension, hashes lowercased, revision as text")
     func folderFixture() async throws {

@@ -2,7 +2,9 @@
 # Starts a real WebDAV server on 127.0.0.1 serving DIR under the path /dav/, with Basic auth
 # user `demo`, password `demo-pass`, and returns once it answers.
 #
-#   usage: start-webdav.sh rclone|apache|nginx DIR
+#   usage: start-webdav.sh rclone|apache|nginx DIR [fresh]
+#   fresh: rclone lists DIR afresh on every request (--dir-cache-time 0s), for tests that change DIR under a
+#          running server; without it rclone keeps its default directory cache (a 20,000-file folder stays fast).
 #   prints: PORT PID STATEDIR   (one line on stdout)
 #
 # The server runs in the background as the leader of its own session and process group. Stop it with
@@ -13,6 +15,7 @@ set -euo pipefail
 
 server=${1:-}
 dir=${2:-}
+fresh=${3:-}
 if [[ -z "$server" || -z "$dir" || ! -d "$dir" ]]; then
     echo "usage: $0 rclone|apache|nginx DIR (DIR must exist)" >&2
     exit 2
@@ -65,8 +68,10 @@ PY
 case "$server" in
 rclone)
     need rclone rclone
+    cache=()
+    [[ "$fresh" == fresh ]] && cache=(--dir-cache-time 0s)
     RCLONE_CONFIG=/dev/null detach rclone serve webdav "$dir" \
-        --addr "127.0.0.1:$port" --baseurl /dav --user "$user" --pass "$pass"
+        --addr "127.0.0.1:$port" --baseurl /dav --user "$user" --pass "$pass" "${cache[@]}"
     ;;
 apache)
     need apache2 apache2

@@ -1,0 +1,118 @@
+import CloudSyncCore
+import Foundation
+
+/// Percent-encoding per RFC 3986 component, on UTF-8 bytes, uppercase hex. The one encoder every provider uses.
+public enum PercentEncoding {
+    public enum Component: Sendable {
+        /// A query name or value (§3.4), or a path segment that must survive servers which decode differently
+        /// (WebDAV: Apache, nginx and sabre each keep other characters literal): only unreserved `A-Za-z0-9-._~`
+        /// stay, so `+ & = ; ' / ? # %` and non-ASCII mean themselves everywhere (`+` is never a space).
+        case unreserved
+        /// One path segment (§3.3 `pchar`) of an id-based API path: unreserved, sub-delims but `;`, `:` and `@`
+        /// stay (Graph item ids keep their `!`); `/ ? # % ;` and everything else are encoded.
+        case pathSegment
+    }
+
+    /// `text` with every byte its component does not allow written as `%XX`.
+    public static func encode(_ text: some StringProtocol, _ component: Component = .unreserved) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            if allows(byte, component) {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `application/x-www-form-urlencoded` (WHATWG URL §5.2) of `fields`: ASCII letters, digits and `*-._` as
+    /// is, space as `+`, every other byte `%XX`. Token requests and OAuth forms.
+    public static func form(_ fields: [(String, String)]) -> String {
+        func enc(_ s: String) -> String {
+            var out: [UInt8] = []
+            for byte in s.utf8 {
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                    out.append(byte)
+                case UInt8(ascii: " "):
+                    out.append(UInt8(ascii: "+"))
+                default:
+                    out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+                }
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+        return fields.map { enc($0.0) + "=" + enc($0.1) }.joined(separator: "&")
+    }
+
+    /// `text` with every `%XX` replaced by its byte, or nil when an escape is malformed or the result is not UTF-8.
+    public static func decode(_ text: some StringProtocol) -> String? {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        var it = text.utf8.makeIterator()
+        while let byte = it.next() {
+            guard byte == UInt8(ascii: "%") else { out.append(byte); continue }
+            guard let hi = it.next().flatMap(hexValue), let lo = it.next().flatMap(hexValue) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
+        default: false
+        }
+    }
+
+    private static func allows(_ byte: UInt8, _ component: Component) -> Bool {
+        if isUnreserved(byte) { return true }
+        switch component {
+        case .unreserved: return false
+        case .pathSegment: return "!$&'()*+,=:@".utf8.contains(byte)
+        }
+    }
+}
+
+/// URLs of API calls: a configured base, a documented route, a query. The one URL builder of the providers.
+public enum APIURL {
+    /// `base` without its trailing slashes, then `path` appended unchanged (already encoded: a documented route, or
+    /// segments from ``PercentEncoding/encode(_:_:)``), then `?name=value&…` with names and values encoded
+    /// ``PercentEncoding/Component/unreserved``. Nil unless `base` is an http(s) URL with a host and the result parses.
+    public static func make(_ base: URL, path: String, query: [(String, String)] = []) -> URL? {
+        guard let scheme = base.scheme?.lowercased(), scheme == "https" || scheme == "http", base.host?.isEmpty == false else { return nil }
+        var text = base.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        text += path
+        if !query.isEmpty {
+            text += "?" + query.map { PercentEncoding.encode($0.0) + "=" + PercentEncoding.encode($0.1) }.joined(separator: "&")
+        }
+        return URL(string: text)
+    }
+
+    /// ``make(_:path:query:)``, or a `.configuration` error naming the remote, the setting that holds `base` and
+    /// the value to set it to.
+    public static func build(_ base: URL, path: String, query: [(String, String)] = [], remote: String,
+                             setting: String, example: String) throws -> URL {
+        guard let url = make(base, path: path, query: query) else {
+            throw ProviderError(.configuration, "remote '\(remote)': \(setting) '\(redactedURL(base))' is not an http(s) base URL this provider can use; set it to \(example) or remove it")
+        }
+        return url
+    }
+}

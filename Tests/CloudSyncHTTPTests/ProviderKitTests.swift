@@ -1,0 +1,250 @@
+import CloudSyncCore
+import Foundation
+import Testing
+import TestSupport
+@testable import CloudSyncHTTP
+
+/// The provider kit's wire values: dates, entity tags, percent-encoding and URLs (#24).
+struct WireDateTests {
+    static let nov30 = Date(timeIntervalSince1970: 1_796_072_124)  // Mon, 30 Nov 2026 20:55:24 GMT
+
+    @Test("HTTP-dates in every accepted format", arguments: [
+        "Mon, 30 Nov 2026 20:55:24 GMT", "Mon, 30 Nov 2026 21:55:24 +0100", "Mon, 30 Nov 2026 15:55:24 -0500",
+        "Monday, 30-Nov-26 20:55:24 GMT", "Mon Nov 30 20:55:24 2026", "Mon Nov 30 20:55:24 UTC 2026",
+        "Mon, 30 Nov 2026 20:55:24 UTC", "Mon, 30 NOV 2026 20:55:24 GMT", " Mon, 30 Nov 2026 20:55:24 GMT\r\n",
+    ])
+    func httpDates(_ text: String) {
+        #expect(HTTPDate.parse(text) == Self.nov30)
+    }
+
+    @Test("unreadable HTTP-dates are nil", arguments: [
+        "", "yesterday", "soon", "-5", "1.5", "Mon, 31 Foo 2026 20:55:24 GMT", "Mon, 30 Nov 2026 25:00:00 GMT",
+        "Sun, 32 Nov 1994 08:49:37 GMT", "Mon, 30 Nov 2026 20:55 GMT", "Mon, 30 Nov 2026 20:55:24 +01", "2026-11-30T20:55:24Z",
+    ])
+    func badHTTPDates(_ text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+
+    @Test("RFC 3339 with offsets, Z, fractions and the forms servers print", arguments: [
+        ("2026-11-30T20:55:24Z", 1_796_072_124.0), ("2026-11-30T22:55:24+02:00", 1_796_072_124),
+        ("2026-11-30T20:55:24.000Z", 1_796_072_124), ("2026-11-30 20:55:24z", 1_796_072_124),
+        ("2014-04-21T14:57:14+04:00", 1_398_077_834), ("2014-04-21T14:57:14.5+04:00", 1_398_077_834.5),
+        ("2017-08-07T16:16:30.7Z", 1_502_122_590.7), ("2015-05-12T15:50:38Z", 1_431_445_838),
+        ("2026-01-02T03:04:05.123456789+01:00", 1_767_319_445.123456789), ("1970-01-01T00:00:00Z", 0),
+        ("1969-12-31T23:59:59Z", -1),
+    ])
+    func rfc3339(_ c: (String, Double)) throws {
+        let date = try #require(RFC3339.parse(c.0))
+        #expect(abs(date.timeIntervalSince1970 - c.1) < 1e-6)
+    }
+
+    @Test("unreadable RFC 3339 is nil", arguments: [
+        "", "yesterday", "garbage", "2026-13-30T20:55:24Z", "2026-11-30T24:00:00Z", "2026-11-30T20:55:24",
+        "2026-11-30T20:55:24.Z", "2026-11-30T20:55:24+0200", "2026-11-30T20:55:24Zjunk", "Mon, 30 Nov 2026 20:55:24 GMT",
+    ])
+    func badRFC3339(_ text: String) {
+        #expect(RFC3339.parse(text) == nil)
+    }
+
+    @Test("formatting: IMF-fixdate and RFC 3339 in UTC, clamped to years 1-9999")
+    func formats() {
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 1_700_000_000)) == "Tue, 14 Nov 2023 22:13:20 GMT")
+        #expect(RFC3339.format(Date(timeIntervalSince1970: 1_700_000_000.9)) == "2023-11-14T22:13:20Z")
+        #expect(RFC3339.format(Date(timeIntervalSince1970: -1)) == "1969-12-31T23:59:59Z")
+        #expect(RFC3339.format(Date.distantFuture.addingTimeInterval(1e12)) == "9999-12-31T23:59:59Z")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: -1e15)) == "Mon, 01 Jan 0001 00:00:00 GMT")
+        #expect(RFC3339.format(Date(timeIntervalSince1970: .nan)) == "1970-01-01T00:00:00Z")
+    }
+
+    /// Every whole second of years 1-9999 formats and parses back to itself in both forms, and agrees with
+    /// Foundation's Gregorian calendar.
+    @Test("seeded: format and parse round-trip and agree with Foundation")
+    func roundTrip() {
+        let s = seed("WireDateTests.roundTrip")
+        var random = SeededRandom(seed: s)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
+        for _ in 0..<2000 {
+            let seconds = Int64.random(in: CivilTime.earliest...CivilTime.latest, using: &random)
+            let date = Date(timeIntervalSince1970: TimeInterval(seconds))
+            #expect(HTTPDate.parse(HTTPDate.format(date)) == date, "seed \(s): \(seconds)")
+            #expect(RFC3339.parse(RFC3339.format(date)) == date, "seed \(s): \(seconds)")
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            let civil = CivilTime(date)
+            if seconds > -12_219_292_800 {  // Foundation switches to the Julian calendar before 1582-10-15
+                #expect([c.year, c.month, c.day, c.hour, c.minute, c.second] == [civil.year, civil.month, civil.day, civil.hour, civil.minute, civil.second], "seed \(s): \(seconds)")
+            }
+        }
+    }
+
+    @Test("Retry-After in seconds or as any HTTP-date", arguments: [
+        ("120", 120.0), ("Mon, 30 Nov 2026 20:55:24 GMT", 24), ("Mon, 30 Nov 2020 20:55:24 GMT", 0),
+        ("Mon, 30 Nov 2026 21:55:24 +0100", 24),
+    ])
+    func retryAfterDates(_ c: (String, Double)) {
+        #expect(retryAfter(from: ["Retry-After": c.0], now: Date(timeIntervalSince1970: 1_796_072_100)) == c.1)
+    }
+}
+
+struct EntityTagTests {
+    @Test("parsing", arguments: [
+        ("\"abc\"", "abc", false), ("W/\"abc\"", "abc", true), ("  \"x-y\" ", "x-y", false), ("\"\"", "", false),
+        ("\"cs-40-1f\"", "cs-40-1f", false), ("W/\"\"", "", true),
+    ])
+    func parses(_ c: (String, String, Bool)) throws {
+        let tag = try #require(EntityTag(parsing: c.0))
+        #expect(tag.opaque == c.1)
+        #expect(tag.isWeak == c.2)
+        #expect(EntityTag(parsing: tag.description) == tag)
+    }
+
+    @Test("not entity tags", arguments: ["", "abc", "\"", "\"abc", "abc\"", "W/abc", "w/\"abc\"", "\"a\"b\"", "\"a\", \"b\"", "\"a\u{1}\""])
+    func rejects(_ text: String) {
+        #expect(EntityTag(parsing: text) == nil)
+        #expect(EntityTag.ifRangeValidator(text) == nil)
+    }
+
+    /// RFC 9110 §13.1.5: If-Range needs a strong validator. The rule the client (CurlTransport), the engine
+    /// (FileFetcher) and WebDAV's download requests all use.
+    @Test("If-Range carries strong tags only", arguments: [
+        ("\"abc\"", "\"abc\""), (" \"abc\" ", "\"abc\""), ("W/\"abc\"", nil), ("abc", nil), ("d41d8cd98f00b204e9800998ecf8427e", nil),
+    ] as [(String, String?)])
+    func ifRangeValidator(_ c: (String, String?)) {
+        #expect(EntityTag.ifRangeValidator(c.0) == c.1)
+        #expect(CurlTransport.isStrongETag(c.0) == (c.1 != nil))
+    }
+
+    @Test("comparison: strong needs both strong, weak only the same opaque tag")
+    func comparison() throws {
+        let a = EntityTag(opaque: "x"), weakA = EntityTag(opaque: "x", isWeak: true), b = EntityTag(opaque: "y")
+        #expect(a.strongMatches(a))
+        #expect(!a.strongMatches(weakA) && !weakA.strongMatches(a) && !weakA.strongMatches(weakA))
+        #expect(a.weakMatches(weakA) && weakA.weakMatches(a))
+        #expect(!a.strongMatches(b) && !a.weakMatches(b))
+    }
+
+    @Test("a received If-Range still names the version", arguments: [
+        ("\"v1\"", true), ("\"v2\"", false), ("W/\"v1\"", false), ("Tue, 14 Nov 2023 22:13:20 GMT", true),
+        ("Tue, 14 Nov 2023 22:13:21 GMT", false), ("\"v1", false), ("", false),
+    ])
+    func ifRangeMatches(_ c: (String, Bool)) {
+        #expect(EntityTag.ifRangeMatches(c.0, current: EntityTag(opaque: "v1"), lastModified: Date(timeIntervalSince1970: 1_700_000_000.5)) == c.1)
+    }
+}
+
+struct URLBuildingTests {
+    @Test("unreserved: everything but A-Za-z0-9-._~ is encoded", arguments: [
+        ("a b", "a%20b"), ("#%+&", "%23%25%2B%26"), ("[x]", "%5Bx%5D"), ("it's \"q\"", "it%27s%20%22q%22"),
+        ("Кино", "%D0%9A%D0%B8%D0%BD%D0%BE"), ("🎵", "%F0%9F%8E%B5"), ("A-z_0.9~", "A-z_0.9~"), ("a/b", "a%2Fb"),
+        ("disk:/a+b &#%?=.mp3", "disk%3A%2Fa%2Bb%20%26%23%25%3F%3D.mp3"), ("Рок", "%D0%A0%D0%BE%D0%BA"),
+    ])
+    func unreserved(_ c: (String, String)) {
+        #expect(PercentEncoding.encode(c.0) == c.1)
+        #expect(PercentEncoding.decode(c.1) == c.0)
+    }
+
+    @Test("path segments keep pchar's sub-delims, : and @, but never / ? # % ;", arguments: [
+        ("ABC!123", "ABC!123"), ("a:b@c$&'()*+,=", "a:b@c$&'()*+,="), ("a/b?c#d%e;f", "a%2Fb%3Fc%23d%25e%3Bf"), ("é", "%C3%A9"),
+    ])
+    func pathSegment(_ c: (String, String)) {
+        #expect(PercentEncoding.encode(c.0, .pathSegment) == c.1)
+        #expect(PercentEncoding.decode(c.1) == c.0)
+    }
+
+    @Test("form encoding: letters, digits and *-._ as is, space as +, the rest %XX", arguments: [
+        ([("grant_type", "refresh_token"), ("refresh_token", "a/b+c d=&é")], "grant_type=refresh_token&refresh_token=a%2Fb%2Bc+d%3D%26%C3%A9"),
+        ([("a*b-c.d_e", "~!'()")], "a*b-c.d_e=%7E%21%27%28%29"), ([("k", "")], "k="), ([], ""),
+    ])
+    func form(_ c: ([(String, String)], String)) {
+        #expect(PercentEncoding.form(c.0) == c.1)
+    }
+
+    @Test("bad escapes and invalid UTF-8 do not decode", arguments: ["%", "%4", "%ZZ", "a%g1", "%C3%28", "%FF"])
+    func badDecode(_ text: String) {
+        #expect(PercentEncoding.decode(text) == nil)
+    }
+
+    @Test("seeded: encoding round-trips and leaves no reserved byte")
+    func roundTrip() {
+        let s = seed("URLBuildingTests.roundTrip")
+        var random = SeededRandom(seed: s)
+        let alphabet = Array("aZ09-._~ !#$%&'()*+,/:;=?@[]\"\\é€🎵\u{0}\n")
+        for _ in 0..<500 {
+            let text = String((0..<Int.random(in: 0...24, using: &random)).map { _ in alphabet.randomElement(using: &random) ?? "a" })
+            for component in [PercentEncoding.Component.unreserved, .pathSegment] {
+                let encoded = PercentEncoding.encode(text, component)
+                #expect(PercentEncoding.decode(encoded) == text, "seed \(s): \(text.debugDescription)")
+                #expect(!encoded.contains { "/?#[];\" \\".contains($0) } && encoded.utf8.allSatisfy { $0 < 0x80 }, "seed \(s): \(encoded)")
+            }
+        }
+    }
+
+    @Test("API URLs: base without trailing slashes, route as is, query encoded")
+    func apiURLs() throws {
+        let base = try #require(URL(string: "https://api.example.com/"))
+        #expect(APIURL.make(base, path: "/v1/disk/resources", query: [("path", "disk:/a b"), ("limit", "5")])?.absoluteString
+            == "https://api.example.com/v1/disk/resources?path=disk%3A%2Fa%20b&limit=5")
+        #expect(APIURL.make(try #require(URL(string: "http://127.0.0.1:8080//")), path: "/2/files/download")?.absoluteString
+            == "http://127.0.0.1:8080/2/files/download")
+        #expect(APIURL.make(try #require(URL(string: "ftp://example.com")), path: "/x") == nil)
+        #expect(APIURL.make(URL(fileURLWithPath: "/tmp"), path: "/x") == nil)
+        #expect(throws: ProviderError.self) {
+            try APIURL.build(URL(fileURLWithPath: "/tmp"), path: "/x", remote: "r", setting: "api_url", example: "https://x")
+        }
+    }
+}
+
+struct FolderWalkTests {
+    /// A random tree (with links back to earlier folders, as a server loop would report), walked with bounded
+    /// concurrency: every reachable folder is read exactly once, never more than `concurrency` reads at once.
+    @Test("seeded: every folder once, bounded concurrency, loops cut", arguments: [1, 3, 8])
+    func walk(concurrency: Int) async throws {
+        let s = seed("FolderWalkTests.walk")
+        var random = SeededRandom(seed: s &+ UInt64(concurrency))
+        var children: [[String]: [[String]]] = [[]: []]
+        var folders: [[String]] = [[]]
+        for i in 0..<200 {
+            let parent = folders.randomElement(using: &random) ?? []
+            let child = parent + ["f\(i)"]
+            children[parent, default: []].append(child)
+            children[child] = []
+            folders.append(child)
+            if Int.random(in: 0..<10, using: &random) == 0 {  // a link back up: the frontier must not list it again
+                children[child, default: []].append(folders.randomElement(using: &random) ?? [])
+            }
+        }
+        let tree = children
+        let counter = ConcurrencyCounter()
+        var frontier = WalkFrontier(limits: WalkLimits(maxFolders: 10_000, maxDepth: 1_000), remote: "r", root: "", start: [])
+        var read: [[String]] = []
+        try await FolderWalk.run(start: [[String]()], concurrency: concurrency, read: { folder in
+            await counter.enter()
+            await Task.yield()
+            await counter.leave()
+            return (folder, tree[folder] ?? [])
+        }) { outcome in
+            read.append(outcome.0)
+            return try frontier.admit(outcome.1, depth: \.count, shown: { $0.joined(separator: "/") }).list
+        }
+        #expect(read.count == folders.count, "seed \(s)")
+        #expect(Set(read) == Set(folders), "seed \(s)")
+        #expect(await counter.most <= concurrency, "seed \(s)")
+    }
+
+    @Test("limits: deeper folders are reported, one folder too many ends the walk")
+    func limits() throws {
+        var frontier = WalkFrontier(limits: WalkLimits(maxFolders: 4, maxDepth: 1), remote: "r", root: "Music", start: [])
+        let first = try frontier.admit([["a"], ["a", "deep"], ["b"], ["a"]], depth: \.count, shown: { $0.joined(separator: "/") })
+        #expect(first.list == [["a"], ["b"]])
+        #expect(first.tooDeep == ["a/deep"])
+        #expect(throws: ProviderError.self) { try frontier.admit([["c"]], depth: \.count, shown: { $0.joined(separator: "/") }) }
+    }
+}
+
+actor ConcurrencyCounter {
+    private var now = 0
+    private(set) var most = 0
+    func enter() { now += 1; most = max(most, now) }
+    func leave() { now -= 1 }
+}
