@@ -282,12 +282,12 @@ import Testing
 
     /// Without a provider hash (plain WebDAV) a truncated track is found by its size, and a touched one is
     /// reported by its mtime (#20.9).
-    @Test func verifyComparesSizeAndMtimeWithoutAHash() throws {
+    @Test func verifyComparesSizeAndMtimeWithoutAHash() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("cut.mp3"), remoteFile("touched.mp3"), remoteFile("fine.mp3")])
-        for name in ["cut.mp3", "touched.mp3", "fine.mp3"] { try cache.openWriter(remote: "r", path: name).fillAndComplete() }
+        for name in ["cut.mp3", "touched.mp3", "fine.mp3"] { try await cache.openWriter(remote: "r", path: name).fillAndComplete() }
         let cut = try #require(try cache.entry(remote: "r", path: "cut.mp3")).localURL
         #expect(truncate(cut.path, 500) == 0)
         let touched = try #require(try cache.entry(remote: "r", path: "touched.mp3")).localURL
@@ -302,13 +302,13 @@ import Testing
     }
 
     /// A track that another process evicts while verify reads it is not reported as missing (#19.13).
-    @Test func verifyIgnoresATrackEvictedMeanwhile() throws {
+    @Test func verifyIgnoresATrackEvictedMeanwhile() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let hash = [ContentHash(kind: .sha256, value: "pattern")]
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3", hashes: hash), remoteFile("b.mp3", hashes: hash)])
-        for name in ["a.mp3", "b.mp3"] { try cache.openWriter(remote: "r", path: name).fillAndComplete() }
+        for name in ["a.mp3", "b.mp3"] { try await cache.openWriter(remote: "r", path: name).fillAndComplete() }
         let other = try Cache.open(root: dir.url)
         let report = try cache.verify { url, _ in
             if url.lastPathComponent == "a.mp3" { _ = try other.dropBytes(remote: "r", paths: ["a.mp3"]) }
