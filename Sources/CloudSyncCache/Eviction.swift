@@ -16,11 +16,17 @@ extension Cache {
             }
             return try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE present_bytes + track_bytes > 0", [], IndexRow.init)
         }
+        return try dropEach(rows, keepingPinned: true, reason: "clear")
+    }
+
+    /// Drops the bytes of each of `rows` (pinned ones kept and counted when `keepingPinned`); an entry another
+    /// process is writing is left as it is and reported in `skippedBusy`.
+    private func dropEach(_ rows: [IndexRow], keepingPinned: Bool, reason: String) throws(CacheError) -> EvictionReport {
         var report = EvictionReport(dryRun: false)
         report.bytesBefore = rows.reduce(0) { $0.addingSaturating($1.presentBytes).addingSaturating($1.trackBytes) }
         report.bytesAfter = report.bytesBefore
         for row in rows {
-            if row.pinned {
+            if keepingPinned && row.pinned {
                 report.keptPinned += 1
                 continue
             }
@@ -31,7 +37,7 @@ extension Cache {
             }
             report.bytesAfter -= bytes
             report.evicted.append(EvictedEntry(remote: row.remote, path: row.path, bytes: bytes,
-                                               lastAccess: Date(timeIntervalSince1970: row.lastAccess), reason: "clear"))
+                                               lastAccess: Date(timeIntervalSince1970: row.lastAccess), reason: reason))
         }
         return report
     }
@@ -53,20 +59,7 @@ extension Cache {
                 rows += found.filter { seen.insert($0.id).inserted }
             }
         }
-        var report = EvictionReport(dryRun: false)
-        report.bytesBefore = rows.reduce(0) { $0.addingSaturating($1.presentBytes).addingSaturating($1.trackBytes) }
-        report.bytesAfter = report.bytesBefore
-        for row in rows {
-            let bytes = row.presentBytes.addingSaturating(row.trackBytes)
-            guard try drop(row, dryRun: false) else {
-                report.skippedBusy.append("\(row.remote):\(row.path)")
-                continue
-            }
-            report.bytesAfter -= bytes
-            report.evicted.append(EvictedEntry(remote: row.remote, path: row.path, bytes: bytes,
-                                               lastAccess: Date(timeIntervalSince1970: row.lastAccess), reason: "rm"))
-        }
-        return report
+        return try dropEach(rows, keepingPinned: false, reason: "rm")
     }
 
     /// Checks every complete file: its size against the listed size, then its bytes against the provider's hash
