@@ -2,7 +2,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 
-/// Microsoft Graph wire types and error mapping for OneDrive (see /work/shared/providers.md §3 and docs/onedrive.md).
+/// Microsoft Graph wire types and error mapping for OneDrive (see ../shared/providers.md §3 and docs/onedrive.md).
 enum GraphAPI {
     /// driveItem properties the provider reads; asked for with `$select` on the delta feed. `root` marks the
     /// drive's top item, `fileSystemInfo` carries the client-side modification time.

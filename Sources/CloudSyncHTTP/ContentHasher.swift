@@ -132,7 +132,7 @@ public struct DropboxContentHasher: ContentHasher {
     }
 }
 
-/// OneDrive quickXorHash (see /work/shared/providers.md §3.3): a 160-bit circular register where input byte
+/// OneDrive quickXorHash (see ../shared/providers.md §3.3): a 160-bit circular register where input byte
 /// i is XORed in at bit (i·11) mod 160, then the length as 64-bit little-endian XORed into bytes 12…19;
 /// standard base64 of the 20 bytes.
 public struct QuickXorHasher: ContentHasher {

@@ -2,7 +2,7 @@
 """A local fake of the OAuth and "who am I" endpoints of Dropbox, Google, Microsoft and Yandex, and of a
 WebDAV collection, for cloudsync's login tests. Loopback only; prints its port on the first stdout line.
 
-Endpoints (shapes follow the providers' documents, see /work/shared/providers.md):
+Endpoints (shapes follow the providers' documents, see ../shared/providers.md):
   POST /devicecode             Microsoft device authorization: verification_uri, interval, expires_in
   POST /device/code            Yandex device authorization: verification_url
   GET  /authorize              authorization page; records code_challenge (S256) with a new code.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A fake Microsoft Graph (OneDrive) server, python3 stdlib only, written from the Graph documents
-(driveitem-delta, driveitem-get, driveitem-get-content, errors, throttling) and /work/shared/providers.md §3.
+(driveitem-delta, driveitem-get, driveitem-get-content, errors, throttling) and ../shared/providers.md §3.
 
 Usage: onedrive_fake.py SPEC_JSON     (prints "API_PORT CONTENT_PORT" on the first stdout line)
 
