@@ -101,6 +101,14 @@ struct CompletionScripts {
 
     private func key(_ path: [String]) -> String { path.joined(separator: " ") }
 
+    /// The `case "$cmd|$w"` arms both shells use to follow the words typed so far down the command tree:
+    /// `"cache|evict") cmd="cache evict" ;;`.
+    private var commandCases: String {
+        commands.dropFirst().map { entry in
+            "                \"\(key(Array(entry.path.dropLast())))|\(entry.path.last ?? "")\") cmd=\"\(key(entry.path))\" ;;"
+        }.joined(separator: "\n")
+    }
+
     // MARK: bash
 
     func bash() -> String {
@@ -118,7 +126,7 @@ struct CompletionScripts {
                     --*=*) ;;
                     -*) case " $(_cloudsync_valued "$cmd") " in *" $w "*) skip=1 ;; esac ;;
                     *) case "$cmd|$w" in
-        \(commands.dropFirst().map { "                ".appending("\"\(key(Array($0.path.dropLast())))|\($0.path.last!)\") cmd=\"\(key($0.path))\" ;;") }.joined(separator: "\n"))
+        \(commandCases)
                        esac ;;
                 esac
             done
@@ -205,7 +213,7 @@ struct CompletionScripts {
                     --*=*) ;;
                     -*) [[ " $(_cloudsync_valued "$cmd") " == *" $w "* ]] && skip=1 ;;
                     *) case "$cmd|$w" in
-        \(commands.dropFirst().map { "                ".appending("\"\(key(Array($0.path.dropLast())))|\($0.path.last!)\") cmd=\"\(key($0.path))\" ;;") }.joined(separator: "\n"))
+        \(commandCases)
                        esac ;;
                 esac
             done

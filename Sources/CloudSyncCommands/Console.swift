@@ -130,7 +130,8 @@ final class Console: Sendable {
 final class LogFile: Sendable {
     let level: LogLevel
     private let fd: Int32
-    private let lock = Mutex(())
+    /// Guards the writes and the one formatter of the time stamps (made once, not per line).
+    private let lock: Mutex<DateFormatter>
 
     /// Opens `path` for appending; the error names the file and the reason.
     init(path: String, level: LogLevel) throws {
@@ -138,18 +139,20 @@ final class LogFile: Sendable {
         guard fd >= 0 else { throw LogFileError(path: path, errno: errno) }
         self.fd = fd
         self.level = level
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ssxxx"
+        lock = Mutex(f)
     }
 
     deinit { close(fd) }
 
     func append(_ text: String) {
-        let stamp = Self.stamp(Date())
-        var out = ""
-        for line in Self.plain(text).split(separator: "\n", omittingEmptySubsequences: true) {
-            out += stamp + " " + line + "\n"
-        }
-        guard !out.isEmpty else { return }
-        lock.withLock { _ in
+        let lines = Self.plain(text).split(separator: "\n", omittingEmptySubsequences: true)
+        guard !lines.isEmpty else { return }
+        lock.withLock { formatter in
+            let stamp = formatter.string(from: Date())
+            let out = lines.map { stamp + " " + $0 + "\n" }.joined()
             let bytes = Array(out.utf8)
             var offset = 0
             while offset < bytes.count {
@@ -172,13 +175,6 @@ final class LogFile: Sendable {
             if c != "\r" { out.append(c) }
         }
         return String(out)
-    }
-
-    static func stamp(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ssxxx"
-        return f.string(from: date)
     }
 }
 

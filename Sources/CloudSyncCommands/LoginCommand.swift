@@ -59,8 +59,7 @@ struct LoginCommand {
             lines.append("Nothing stored: the config supplies the password.")
         }
         if let expiry = outcome.expiresAt {
-            let f = ISO8601DateFormatter()
-            lines.append("Access token valid until \(f.string(from: expiry))"
+            lines.append("Access token valid until \(RFC3339.format(expiry))"
                 + (outcome.hasRefreshToken ? "; cloudsync refreshes it with the stored refresh token." : "; there is no refresh token, so log in again then."))
         }
         return lines.joined(separator: "\n") + "\n"

@@ -137,11 +137,7 @@ struct StatusCommand {
         return f.string(from: date)
     }
 
-    static func iso(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: date)
-    }
+    static func iso(_ date: Date) -> String { RFC3339.format(date) }
 
     static func duration(_ seconds: TimeInterval) -> String {
         let s = max(0, Int(seconds.rounded()))
