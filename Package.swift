@@ -31,7 +31,7 @@ let package = Package(
         /// HTTP transport on libcurl, ranged downloads, redirects, pacer, digests, OAuth refresh.
         .target(name: "CloudSyncHTTP", dependencies: ["CloudSyncCore", "CCurl", "CCrypto"]),
         /// The shared on-disk cache: sparse partial files, SQLite range index, eviction, locks.
-        .target(name: "CloudSyncCache", dependencies: ["CloudSyncCore", "CSQLite"]),
+        .target(name: "CloudSyncCache", dependencies: ["CloudSyncCore", "CSQLite", "CCrypto"]),
         /// Pure audio-format knowledge over byte ranges: start sets, tags and durations (MP3, AAC, FLAC, MP4, Ogg, WAV, AIFF).
         .target(name: "CloudSyncAudio"),
 

@@ -133,38 +133,31 @@ extension Cache {
             try dropOutdatedTrack(row)
             return .done(freed: row.trackBytes)
         }
-        // 1. The start set into a new file of the next generation, durable before the index says so.
+        // 1. The start set into a new file of the next generation, durable before the index says so (an
+        // encrypted entry keeps the whole blocks holding it, re-sealed under the new generation's key).
         let newGeneration = row.generation + 1
         let newName = Cache.partialName(id: row.id, generation: newGeneration)
-        let display = display("partial/\(newName)")
-        let source = try openEntryFile(row, complete: complete)
-        defer { Glibc.close(source) }
-        let target = try fs.openFile(newName, in: partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600, display: display)
+        let keptRanges = row.sealed ? (SealedLayout(plainSize: row.file.size)?.aligned(startSet) ?? startSet) : startSet
+        let source = try openEntryFile(row)
+        let target = try createEntryFile(newName, row: row, generation: newGeneration, sealed: row.sealed)
         do throws(CacheError) {
+            try copyPlaintext(keptRanges, from: source, to: target)
             do throws(Errno) {
-                try io.ftruncate(target, row.file.size)
+                try io.fdatasync(target.fd)
             } catch {
-                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: root.path)
-            }
-            try copyRanges(startSet, from: source, to: target, display: display)
-            do throws(Errno) {
-                try io.fdatasync(target)
-            } catch {
-                throw CacheError.system("fdatasync", errno: error.rawValue, path: display, cacheRoot: root.path)
+                throw CacheError.system("fdatasync", errno: error.rawValue, path: target.display, cacheRoot: root.path)
             }
         } catch {
-            Glibc.close(target)
             _ = unlinkat(partialFD, newName, 0)
             throw error
         }
-        Glibc.close(target)
         // 2. The index: the new generation holds the start set; a complete track is still on disk until step 3.
         let changed = try withDatabase { db throws(CacheError) in
             try db.run("""
                 UPDATE files SET generation = ?, state = 1, ranges = ?, present_bytes = ?, head = 1,
                     track_bytes = ?
                 WHERE id = ? AND generation = ?
-                """, [.int(newGeneration), .blob(startSet.encoded), .int(kept),
+                """, [.int(newGeneration), .blob(keptRanges.encoded), .int(keptRanges.byteCount),
                       .int(complete ? row.file.size : row.trackBytes), .int(row.id), .int(row.generation)])
         }
         guard changed == 1 else {
@@ -178,7 +171,7 @@ extension Cache {
             updated.generation = newGeneration
             try dropOutdatedTrack(updated)
         }
-        return .done(freed: max(0, held - kept))
+        return .done(freed: max(0, held - keptRanges.byteCount))
     }
 
     /// Removes the file in `tracks/` of an entry that is not complete (an older version, or the copy a shrink
@@ -188,50 +181,6 @@ extension Cache {
         try withDatabase { db throws(CacheError) in
             _ = try db.run("UPDATE files SET track_bytes = 0 WHERE id = ? AND generation = ? AND state != 2",
                            [.int(row.id), .int(row.generation)])
-        }
-    }
-
-    /// The entry's bytes for reading: its track when complete, else its partial file.
-    private func openEntryFile(_ row: IndexRow, complete: Bool) throws(CacheError) -> Int32 {
-        if !complete {
-            return try fs.openFile(Cache.partialName(id: row.id, generation: row.generation), in: partialFD, flags: O_RDONLY,
-                                   display: display("partial/\(Cache.partialName(id: row.id, generation: row.generation))"))
-        }
-        var components = row.localPath.split(separator: "/").map(String.init)
-        let leaf = components.popLast() ?? ""
-        let dir = try fs.openDirectory(components, in: tracksFD, create: false, display: display("tracks/\(row.localPath)"))
-        defer { Glibc.close(dir) }
-        return try fs.openFile(leaf, in: dir, flags: O_RDONLY, display: display("tracks/\(row.localPath)"))
-    }
-
-    /// Copies `ranges` of `source` into the same offsets of `target`.
-    private func copyRanges(_ ranges: RangeSet<Int64>, from source: Int32, to target: Int32, display: String) throws(CacheError) {
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        for range in ranges.ranges {
-            var at = range.lowerBound
-            while at < range.upperBound {
-                let want = Int(min(Int64(buffer.count), range.upperBound - at))
-                let n = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress, want, off_t(at)) }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw CacheError.system("read", errno: errno, path: display, cacheRoot: root.path)
-                }
-                if n == 0 { throw CacheError.system("read", errno: EIO, path: display, cacheRoot: root.path) }
-                var written = 0
-                while written < n {
-                    let result = buffer.withUnsafeBytes { raw in
-                        Result { () throws(Errno) -> Int in
-                            try io.pwrite(target, UnsafeRawBufferPointer(rebasing: raw[written ..< n]), at + Int64(written))
-                        }
-                    }
-                    switch result {
-                    case .success(let w) where w > 0: written += w
-                    case .success: throw CacheError.system("write", errno: EIO, path: display, cacheRoot: root.path)
-                    case .failure(let e): throw CacheError.system("write", errno: e.rawValue, path: display, cacheRoot: root.path)
-                    }
-                }
-                at += Int64(n)
-            }
         }
     }
 }

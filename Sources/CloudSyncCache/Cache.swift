@@ -23,11 +23,18 @@ public final class Cache: Sendable {
     let store: Mutex<Database>
     /// Runs checkpoints and group commits of this cache's writers, off every caller's thread.
     let writer = CacheWriter()
+    /// The key for sealed entries, and whether new files are sealed (`cache.encrypt`).
+    public let encryption: CacheEncryption
 
     /// Opens the cache at `root`, creating the layout (root mode 0700) and migrating the index schema.
-    /// Throws ``CacheError`` (`.io`, `.corrupt` for an index from a newer cloudsync or a damaged one).
+    /// `encryption` gives the key of an encrypted cache and whether new files are sealed; unless
+    /// `checkingMode` is false (the conversions, `cache encrypt`/`decrypt`), it must agree with what the cache
+    /// holds (``CacheEncryption/check(_:encryption:root:)``).
+    /// Throws ``CacheError`` (`.io`, `.corrupt` for an index from a newer cloudsync or a damaged one,
+    /// `.wrongKey`, `.keyMissing`, `.encryptionMismatch`).
     public static func open(root: URL, limits: CacheLimits = CacheLimits(), logger: Logger = .silent,
-                            io: FileIO = .system) throws(CacheError) -> Cache {
+                            io: FileIO = .system, encryption: CacheEncryption = .off,
+                            checkingMode: Bool = true) throws(CacheError) -> Cache {
         let rootPath = root.standardizedFileURL.path
         if mkdir(rootPath, 0o700) != 0, errno != EEXIST {
             do {
@@ -61,8 +68,9 @@ public final class Cache: Sendable {
                 db = try Database(path: rootPath + "/index.sqlite", exclusive: true)
             }
             try IndexSchema.migrate(db)
+            try CacheEncryption.check(db, encryption: encryption, root: rootPath, checkingMode: checkingMode)
             return Cache(root: URL(fileURLWithPath: rootPath, isDirectory: true), limits: limits, logger: logger,
-                         io: io, fs: fs, fds: opened, db: db)
+                         io: io, fs: fs, fds: opened, db: db, encryption: encryption)
         } catch {
             for fd in opened { Glibc.close(fd) }
             throw error
@@ -91,8 +99,10 @@ public final class Cache: Sendable {
         return fd
     }
 
-    private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database) {
+    private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database,
+                 encryption: CacheEncryption) {
         self.root = root
+        self.encryption = encryption
         tracksURL = root.appendingPathComponent("tracks", isDirectory: true)
         self.limits = limits
         self.logger = logger
@@ -427,7 +437,8 @@ public final class Cache: Sendable {
                        lastPlayed: row.lastPlayed > 0 ? Date(timeIntervalSince1970: row.lastPlayed) : nil,
                        outdatedTrackBytes: row.state == .complete ? 0 : row.trackBytes,
                        tags: row.tags, duration: row.duration,
-                       deletedRemotely: row.gone > 0 ? Date(timeIntervalSince1970: row.gone) : nil)
+                       deletedRemotely: row.gone > 0 ? Date(timeIntervalSince1970: row.gone) : nil,
+                       sealed: row.sealed)
     }
 
     func notFound(remote: String, path: String) -> CacheError {

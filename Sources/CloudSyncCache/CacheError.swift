@@ -27,6 +27,15 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
         /// The file is bigger than the cache's filesystem can hold (EFBIG, or a size no filesystem has): that one
         /// file fails, the others go on.
         case tooLarge
+        /// A block of an encrypted cache file failed authentication (tampering, bit rot): its bytes are never
+        /// served; the block is dropped from the index and fetched again.
+        case damaged
+        /// The cache is encrypted and no key is available (`cache.key` missing, `cache.key_command` failed).
+        case keyMissing
+        /// The key given is not the one this cache was encrypted with.
+        case wrongKey
+        /// `cache.encrypt` disagrees with what the cache holds: `cloudsync cache encrypt` / `decrypt` converts it.
+        case encryptionMismatch
     }
 
     public var code: Code
@@ -36,6 +45,8 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
     public var path: String?
     /// The underlying `errno` (or SQLite result code for database errors, see `message`).
     public var errno: Int32?
+    /// For `.damaged`: the plaintext bytes of the block that failed its check.
+    public var damagedBytes: Range<Int64>?
 
     public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil) {
         self.code = code
@@ -50,7 +61,9 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
         switch code {
         case .io, .diskFull, .corrupt: .ioError
         case .locked, .busy: .locked
-        case .hashMismatch, .notFound, .changed, .incomplete, .invalidArgument, .tooLarge: .partialFailure
+        case .hashMismatch, .notFound, .changed, .incomplete, .invalidArgument, .tooLarge, .damaged: .partialFailure
+        case .keyMissing, .encryptionMismatch: .config
+        case .wrongKey: .auth
         }
     }
 

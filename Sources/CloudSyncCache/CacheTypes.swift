@@ -54,6 +54,9 @@ public struct CacheEntryInfo: Sendable, Hashable {
     public var duration: Double?
     /// When a pull that keeps deletions (`--no-delete`) found the remote file gone; nil while it is listed.
     public var deletedRemotely: Date?
+    /// Its bytes are stored encrypted (`cache.encrypt`): the file in `tracks/` is ciphertext, readable through
+    /// `serve` only.
+    public var sealed: Bool = false
 
     public var path: String { file.path }
 
@@ -161,6 +164,9 @@ public struct VerifyReport: Sendable, Hashable {
     public var mtimeDrift: [String] = []
     /// Remote paths whose complete file had vanished from `tracks/`: marked missing.
     public var vanished: [String] = []
+    /// Remote paths of encrypted entries with a block that failed its authentication check (tampering, bit rot):
+    /// those blocks were dropped and are fetched again; the rest is kept.
+    public var damaged: [String] = []
 }
 
 extension ContentHash {

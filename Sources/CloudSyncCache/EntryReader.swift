@@ -46,9 +46,13 @@ public final class EntryReader: Sendable {
     private let id: Int64
     private let generation: Int64
     private let localPath: String
+    /// The row this reader opened (its entry's form: plaintext or sealed).
+    private let opened: IndexRow
 
     private struct State {
         var fd: Int32 = -1
+        /// Opens the blocks of `fd` when the entry is encrypted.
+        var sealer: Sealer?
         /// `fd` is a complete copy of this version.
         var fdComplete = false
         var present = RangeSet<Int64>()
@@ -64,6 +68,7 @@ public final class EntryReader: Sendable {
         id = row.id
         generation = row.generation
         localPath = row.localPath
+        opened = row
         state = Mutex(State(present: row.state == .complete ? RangeSet(0..<row.file.size) : row.ranges))
     }
 
@@ -107,8 +112,16 @@ public final class EntryReader: Sendable {
                 throw CacheError(.incomplete, "bytes \(range) of \(remote):\(file.path) are not downloaded yet", path: file.path)
             }
         }
-        let fd = try descriptor()
-        return try preadAll(fd: fd, range: range, display: cache.display("tracks/\(localPath)"), cacheRoot: cache.root.path)
+        let (fd, sealer) = try descriptor()
+        let display = cache.display("tracks/\(localPath)")
+        guard let sealer else { return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.root.path) }
+        do {
+            return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
+        } catch where error.code == .damaged {
+            // Never served: the block is dropped from the index, so the next pull or serve fetches it again.
+            if let bad = error.damagedBytes { cache.dropDamaged(remote: remote, path: file.path, bytes: bad) }
+            throw error
+        }
     }
 
     /// Waits (polling the index every 50 ms) until every byte of `range` is present; returns false on timeout.
@@ -133,9 +146,9 @@ public final class EntryReader: Sendable {
 
     /// The open file: the partial file (whose inode becomes the track on completion, so an open descriptor
     /// stays valid), or the track when the entry is complete.
-    private func descriptor() throws(CacheError) -> Int32 {
-        try state.withLock { (s: inout State) throws(CacheError) -> Int32 in
-            if s.fd >= 0 { return s.fd }
+    private func descriptor() throws(CacheError) -> (Int32, Sealer?) {
+        try state.withLock { (s: inout State) throws(CacheError) -> (Int32, Sealer?) in
+            if s.fd >= 0 { return (s.fd, s.sealer) }
             guard !s.closed else {
                 throw CacheError(.invalidArgument, "read from a closed reader of \(remote):\(file.path)", path: file.path)
             }
@@ -143,8 +156,14 @@ public final class EntryReader: Sendable {
             let fd = openat(cache.partialFD, partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0 {
                 // This generation's partial file (or, promoted since, the track it became).
+                do throws(CacheError) {
+                    s.sealer = try checkedSealer(fd, display: cache.display("partial/\(partial)"))
+                } catch {
+                    Glibc.close(fd)
+                    throw error
+                }
                 s.fd = fd
-                return fd
+                return (fd, s.sealer)
             }
             // Completed meanwhile (or was complete at open): read the track — but only if the index still says
             // the track is this version, checked after opening (a newer version may have replaced the file).
@@ -154,14 +173,33 @@ public final class EntryReader: Sendable {
                                                  display: cache.display("tracks/\(localPath)"))
             defer { Glibc.close(dir) }
             let track = try cache.fs.openFile(leaf, in: dir, flags: O_RDONLY, display: cache.display("tracks/\(localPath)"))
-            guard let row = try? cache.row(id: id), row.state == .complete, row.file.fingerprint == file.fingerprint else {
+            guard let row = try? cache.row(id: id), row.state == .complete, row.file.fingerprint == file.fingerprint,
+                  row.generation == generation else {
                 Glibc.close(track)
                 throw changed()
+            }
+            do throws(CacheError) {
+                s.sealer = try checkedSealer(track, display: cache.display("tracks/\(localPath)"))
+            } catch {
+                Glibc.close(track)
+                throw error
             }
             s.fd = track
             s.fdComplete = true
             s.present = RangeSet(0 ..< file.size)
-            return track
+            return (track, s.sealer)
         }
+    }
+
+    /// For an encrypted entry, the sealer of the file open at `fd` (its size and header checked); nil otherwise.
+    /// A file of the wrong size is never read: `.damaged`.
+    private func checkedSealer(_ fd: Int32, display: String) throws(CacheError) -> Sealer? {
+        guard opened.sealed else { return nil }
+        var st = stat()
+        guard fstat(fd, &st) == 0, Int64(st.st_size) == opened.diskSize else {
+            throw CacheError(.damaged, "\(display) has \(st.st_size) bytes on disk where the index expects \(opened.diskSize); "
+                + "it is not served. Run `cloudsync cache verify`.", path: display)
+        }
+        return try cache.sealer(reading: fd, row: opened, generation: generation, display: display)
     }
 }

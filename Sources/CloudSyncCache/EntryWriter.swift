@@ -76,7 +76,7 @@ extension Cache {
         else { return false }
         defer { Glibc.close(dir) }
         guard fstatat(dir, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG,
-              Int64(st.st_size) == row.file.size,
+              Int64(st.st_size) == row.diskSize,
               Int64(st.st_mtim.tv_sec) == Int64(row.file.modified.timeIntervalSince1970.rounded(.down)) else { return false }
         let changed = try withDatabase { db throws(CacheError) in
             try db.run("""
@@ -218,7 +218,27 @@ public final class EntryWriter: Sendable {
         var validator: String?
     }
 
-    /// Guards bytes written but not yet committed. Lock order: `durable` before `pending`.
+    /// An encrypted entry: the file's sealer and the blocks of which only some bytes arrived (plaintext, in
+    /// memory until the block is whole: only whole blocks reach the disk, sealed).
+    private struct SealState {
+        /// Nil for a plaintext entry.
+        var sealer: Sealer?
+        var buffers: [Int64: BlockBuffer] = [:]
+    }
+
+    private struct BlockBuffer {
+        var bytes: [UInt8]
+        /// Which bytes of the block arrived (file offsets).
+        var filled = RangeSet<Int64>()
+    }
+
+    /// Held while a block is sealed and written, so a ``reset()`` (new salt, new key) never meets a block sealed
+    /// under the old key.
+    private let seal: Mutex<SealState>
+    /// Where an encrypted entry's blocks are; nil for a plaintext entry.
+    private let sealedLayout: SealedLayout?
+
+    /// Guards bytes written but not yet committed. Lock order: `durable`, then `seal`, then `pending`.
     private let pending: Mutex<Pending>
     /// Held for a whole checkpoint, discard or completion; guards what the index holds.
     private let durable: Mutex<Durable>
@@ -237,6 +257,8 @@ public final class EntryWriter: Sendable {
             partialName = Cache.partialName(id: row.id, generation: row.generation)
             partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
             fd = -1
+            seal = Mutex(SealState())
+            sealedLayout = nil
             pending = Mutex(Pending(committed: RangeSet(0..<row.file.size)))
             durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), completed: true,
                                     startSet: row.startSet, validator: row.validator))
@@ -252,15 +274,29 @@ public final class EntryWriter: Sendable {
         var committed = row.ranges
         var fd = openat(cache.partialFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         var st = stat()
-        if fd >= 0, fstat(fd, &st) == 0, Int64(st.st_size) == row.file.size {
+        let sealing = cache.encryption.sealsNewFiles
+        var sealer: Sealer?
+        // A sealed file is kept only while it holds claimed blocks: a file that holds none is made afresh, with a
+        // new salt, so no key ever seals other bytes under a nonce it used before.
+        let sizeMatches = fd >= 0 && fstat(fd, &st) == 0 && row.sealed == sealing && Int64(st.st_size) == row.diskSize
+        if sizeMatches, !sealing || (!committed.isEmpty && {
+            sealer = try? cache.sealer(reading: fd, row: row, generation: generation, display: name)
+            return sealer != nil
+        }()) {
             // The partial file is intact: keep what the index claims.
         } else {
             if fd < 0, errno != ENOENT { throw cache.fs.error("open", cache.display("partial/\(name)")) }
             if fd >= 0 { Glibc.close(fd) }
-            if !committed.isEmpty || fd >= 0 {
-                // The index claimed bytes of a file that is gone or damaged, and readers may still hold it open:
-                // the new file gets a generation of its own, so no reader takes its bytes for the old file's.
-                cache.logger.warning("partial file of \(row.remote):\(row.path) was missing or truncated; restarting it")
+            // An encrypted file that nobody claims a byte of is simply made afresh (a new salt).
+            let unclaimedSealed = sizeMatches && sealing && committed.isEmpty
+            if !committed.isEmpty || (fd >= 0 && !unclaimedSealed) {
+                // The index claimed bytes of a file that is gone or damaged, or stored in the other form
+                // (`cache.encrypt` changed), and readers may still hold it open: the new file gets a generation
+                // of its own, so no reader takes its bytes for the old file's.
+                cache.logger.warning(row.sealed != sealing
+                    ? "partial file of \(row.remote):\(row.path) is \(row.sealed ? "encrypted" : "plaintext") but cache.encrypt "
+                        + "is \(sealing); restarting it (`cloudsync cache \(sealing ? "encrypt" : "decrypt")` converts instead)"
+                    : "partial file of \(row.remote):\(row.path) was missing or truncated; restarting it")
                 generation = try cache.retireGeneration(id: row.id, generation: generation)
                 _ = unlinkat(cache.partialFD, name, 0)
                 name = Cache.partialName(id: row.id, generation: generation)
@@ -268,21 +304,48 @@ public final class EntryWriter: Sendable {
             }
             fd = try cache.fs.openFile(name, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
                                        display: cache.display("partial/\(name)"))
+            if sealing {
+                do throws(CacheError) {
+                    let header = SealedHeader.fresh()
+                    sealer = Sealer(cacheKey: try cache.sealingKey(for: row.remote, row.path), header: header, id: row.id,
+                                    generation: generation, plainSize: row.file.size)
+                    try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: cache.display("partial/\(name)"),
+                                  cacheRoot: cache.root.path)
+                } catch {
+                    Glibc.close(fd)
+                    _ = unlinkat(cache.partialFD, name, 0)
+                    throw error
+                }
+            }
+            if row.sealed != sealing {
+                do throws(CacheError) {
+                    _ = try cache.withDatabase { db throws(CacheError) in
+                        try db.run("UPDATE files SET sealed = ? WHERE id = ? AND generation = ?",
+                                   [.int(sealing ? 1 : 0), .int(row.id), .int(generation)])
+                    }
+                } catch {
+                    Glibc.close(fd)
+                    throw error
+                }
+            }
         }
         self.generation = generation
         partialName = name
         partialURL = cache.root.appendingPathComponent("partial/\(name)", isDirectory: false)
         let display = cache.display("partial/\(name)")
         self.fd = fd
+        seal = Mutex(SealState(sealer: sealer))
+        sealedLayout = sealer?.layout
         pending = Mutex(Pending(committed: committed))
         durable = Mutex(Durable(committed: committed, completed: false, startSet: row.startSet,
                                 validator: generation == row.generation ? row.validator : nil))
+        let diskSize = sealer?.layout.diskSize ?? row.file.size
         do throws(Errno) {
-            try cache.io.ftruncate(fd, row.file.size)
+            try cache.io.ftruncate(fd, diskSize)
         } catch {
             Glibc.close(fd)
             if committed.isEmpty { _ = unlinkat(cache.partialFD, name, 0) }
-            throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: row.file.size,
+            throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: diskSize,
                                     cacheRoot: cache.root.path)
         }
         // The index must not claim bytes the partial file lost; when it claims exactly what is there (the
@@ -299,7 +362,7 @@ public final class EntryWriter: Sendable {
 
     deinit { close() }
 
-    /// Bytes present: committed to the index or written and pending.
+    /// Bytes present on disk: committed to the index or written and pending.
     public func presentRanges() -> RangeSet<Int64> {
         pending.withLock { p in
             var all = p.committed
@@ -308,8 +371,24 @@ public final class EntryWriter: Sendable {
         }
     }
 
-    /// Byte ranges still to fetch, in order.
-    public func missingRanges() -> RangeSet<Int64> { presentRanges().gaps(within: 0..<size) }
+    /// Byte ranges still to fetch, in order: neither on disk nor (encrypted entry) waiting in memory for the rest
+    /// of their block.
+    public func missingRanges() -> RangeSet<Int64> {
+        var have = presentRanges()
+        if sealedLayout != nil {
+            seal.withLock { s in for buffer in s.buffers.values { have.formUnion(buffer.filled) } }
+        }
+        return have.gaps(within: 0..<size)
+    }
+
+    /// `range` widened to what a fetch should ask for so that every block it touches can be sealed: whole blocks
+    /// for an encrypted entry (``SealedLayout``), `range` itself otherwise.
+    public func aligned(_ range: Range<Int64>) -> Range<Int64> {
+        sealedLayout?.aligned(range) ?? range
+    }
+
+    /// Whether the entry's bytes are stored encrypted.
+    public var isSealed: Bool { sealedLayout != nil }
 
     /// Writes `bytes` at `offset` (pwrite; all of them or throws). The range becomes pending until the next
     /// checkpoint. Throws `.diskFull` (ENOSPC), `.io`, or `.invalidArgument` (outside the file or after close).
@@ -321,6 +400,10 @@ public final class EntryWriter: Sendable {
         }
         guard pending.withLock({ $0.open }), fd >= 0 else {
             throw CacheError(.invalidArgument, "write to \(remote):\(path) after its writer was closed or completed", path: path)
+        }
+        if sealedLayout != nil {
+            try writeSealed(bytes, at: offset)
+            return
         }
         var done = 0
         while done < bytes.count {
@@ -338,6 +421,56 @@ public final class EntryWriter: Sendable {
             $0.ranges.insert(offset..<end)
             $0.bytesSinceCheckpoint += Int64(bytes.count)
             $0.verified = false
+        }
+    }
+
+    /// Gathers `bytes` into their blocks; each block that is whole (all its bytes arrived, in this write or
+    /// before) is sealed and written, and becomes pending. Blocks already on disk are skipped: they hold the same
+    /// version's bytes (a changed file restarts), and a block is never sealed twice under one key.
+    private func writeSealed(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(CacheError) {
+        let end = offset + Int64(bytes.count)
+        try seal.withLock { (s: inout SealState) throws(CacheError) in
+            guard let sealer = s.sealer else { return }
+            let layout = sealer.layout
+            var at = offset
+            while at < end {
+                let index = at / layout.blockSize
+                let block = layout.plainRange(ofBlock: index)
+                let piece = at ..< min(end, block.upperBound)
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[Int(piece.lowerBound - offset) ..< Int(piece.upperBound - offset)])
+                at = piece.upperBound
+                if pending.withLock({ $0.committed.containsAll(block) || $0.ranges.set.containsAll(block) }) { continue }
+                var whole: [UInt8]?
+                if piece != block || s.buffers[index] != nil {
+                    var buffer = s.buffers[index] ?? BlockBuffer(bytes: [UInt8](repeating: 0, count: block.count))
+                    buffer.bytes.withUnsafeMutableBytes { dst in
+                        dst.baseAddress!.advanced(by: Int(piece.lowerBound - block.lowerBound))
+                            .copyMemory(from: slice.baseAddress!, byteCount: slice.count)
+                    }
+                    buffer.filled.insert(contentsOf: piece)
+                    guard buffer.filled.containsAll(block) else {
+                        s.buffers[index] = buffer
+                        continue
+                    }
+                    s.buffers[index] = nil
+                    whole = buffer.bytes
+                }
+                var sealed = [UInt8](repeating: 0, count: block.count + Int(SealedLayout.tagSize))
+                sealed.withUnsafeMutableBytes { out in
+                    if let whole {
+                        whole.withUnsafeBytes { sealer.seal(block: index, $0, into: out) }
+                    } else {
+                        sealer.seal(block: index, slice, into: out)
+                    }
+                }
+                try pwriteAll(fd: fd, sealed, at: layout.diskOffset(ofBlock: index), io: cache.io,
+                              display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+                pending.withLock {
+                    $0.ranges.insert(block)
+                    $0.bytesSinceCheckpoint += Int64(block.count)
+                    $0.verified = false
+                }
+            }
         }
     }
 
@@ -411,6 +544,12 @@ public final class EntryWriter: Sendable {
     public func discard(_ range: Range<Int64>) throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed else { return }
+            var range = range
+            if let layout = sealedLayout {
+                // Whole blocks go: a block is on disk whole or not at all.
+                range = layout.aligned(range)
+                seal.withLock { s in for index in layout.blocks(covering: range) { s.buffers[index] = nil } }
+            }
             var next = d.committed
             next.remove(contentsOf: range)
             pending.withLock { p in
@@ -427,12 +566,31 @@ public final class EntryWriter: Sendable {
     public func reset() throws(CacheError) {
         try discard(0..<size)
         guard fd >= 0 else { return }
-        do throws(Errno) {
-            try cache.io.ftruncate(fd, 0)
-            try cache.io.ftruncate(fd, size)
-        } catch {
-            throw CacheError.system("ftruncate", errno: error.rawValue, path: cache.display("partial/\(partialName)"),
-                                    cacheRoot: cache.root.path)
+        let display = cache.display("partial/\(partialName)")
+        guard sealedLayout != nil else {
+            do throws(Errno) {
+                try cache.io.ftruncate(fd, 0)
+                try cache.io.ftruncate(fd, size)
+            } catch {
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.root.path)
+            }
+            return
+        }
+        // A new salt, hence a new key: the next bytes (maybe another version) are never sealed under the nonces
+        // of the old ones.
+        try seal.withLock { (s: inout SealState) throws(CacheError) in
+            let header = SealedHeader.fresh()
+            guard let fresh = Sealer(cacheKey: try cache.sealingKey(for: remote, path), header: header, id: id,
+                                     generation: generation, plainSize: size) else { return }
+            do throws(Errno) {
+                try cache.io.ftruncate(fd, 0)
+                try cache.io.ftruncate(fd, fresh.layout.diskSize)
+            } catch {
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.root.path)
+            }
+            try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: display, cacheRoot: cache.root.path)
+            s.sealer = fresh
+            s.buffers = [:]
         }
     }
 
@@ -441,12 +599,26 @@ public final class EntryWriter: Sendable {
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
         }
-        guard fd >= 0 else {
+        // Completed or closed: the descriptor is (or is about to be) closed; read the track.
+        guard fd >= 0, pending.withLock({ $0.open }) else {
             let reader = try cache.openReader(remote: remote, path: path, touching: false)
             defer { reader.close() }
             return try reader.read(range)
         }
-        return try preadAll(fd: fd, range: range, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+        let display = cache.display("partial/\(partialName)")
+        guard let sealer = seal.withLock({ $0.sealer }) else {
+            return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
+        }
+        do {
+            return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
+        } catch where error.code == .damaged {
+            // A block changed on disk under us: it is dropped (fetched again), never handed out.
+            if let bad = error.damagedBytes {
+                cache.logger.warning("\(remote):\(path): \(error.message)")
+                try? discard(bad)
+            }
+            throw error
+        }
     }
 
     /// The start set of this version, if known.

@@ -68,12 +68,20 @@ extension Cache {
     /// marked missing, so the next pull fetches it again. A modification time that differs from the remote's is
     /// reported, not repaired. A track removed meanwhile by another process (`cache evict`, `clear`, a pull
     /// replacing it) is not reported: its entry no longer says it is complete.
-    public func verify(hasher: (URL, ContentHash) throws -> String) throws -> VerifyReport {
+    ///
+    /// Encrypted entries are read through their sealer: every block's tag is checked (partial entries' claimed
+    /// blocks too), and a block that fails is reported in `damaged` and dropped from the index (the rest of the
+    /// entry stays), so the next pull or serve fetches it again.
+    public func verify(hasher: (ContentHash, EntryBytes) throws -> String) throws -> VerifyReport {
         let rows = try withDatabase { db throws(CacheError) in
-            try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE state = 2 ORDER BY remote, path", [], IndexRow.init)
+            try db.query("SELECT \(IndexSchema.rowColumns) FROM files WHERE state = 2 OR (sealed = 1 AND state = 1) ORDER BY remote, path",
+                         [], IndexRow.init)
         }
         var report = VerifyReport()
-        for row in rows {
+        for row in rows where row.state == .partial {
+            try verifySealedPartial(row, into: &report)
+        }
+        for row in rows where row.state == .complete {
             let url = tracksURL.appendingPathComponent(row.localPath, isDirectory: false)
             let name = "\(row.remote):\(row.path)"
             var st = stat()
@@ -84,7 +92,7 @@ extension Cache {
                 }
                 continue
             }
-            if Int64(st.st_size) != row.file.size {
+            if Int64(st.st_size) != row.diskSize {
                 guard try stillComplete(row) else { continue }
                 report.checked += 1
                 report.wrongSize.append(name)
@@ -95,6 +103,18 @@ extension Cache {
             let mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
             let drifted = abs(mtime - row.file.modified.timeIntervalSince1970) > 2
             guard let expected = row.file.preferredHash else {
+                if row.sealed {
+                    // No hash to compare, but every block's tag is checked.
+                    do {
+                        try EntryBytes(file: try openEntryFile(row), size: row.file.size).forEachChunk { _ in }
+                    } catch let error as CacheError where error.code == .damaged {
+                        if try stillComplete(row), dropDamaged(remote: row.remote, path: row.path, bytes: error.damagedBytes ?? 0 ..< row.file.size) {
+                            report.checked += 1
+                            report.damaged.append(name)
+                        }
+                        continue
+                    }
+                }
                 report.checked += 1
                 report.skippedNoHash += 1
                 if drifted { report.mtimeDrift.append(name) }
@@ -102,7 +122,14 @@ extension Cache {
             }
             let computed: String
             do {
-                computed = try hasher(url, expected)
+                computed = try hasher(expected, EntryBytes(file: try openEntryFile(row), size: row.file.size))
+            } catch let error as CacheError where error.code == .damaged {
+                if try stillComplete(row), dropDamaged(remote: row.remote, path: row.path, bytes: error.damagedBytes ?? 0 ..< row.file.size) {
+                    report.checked += 1
+                    report.damaged.append(name)
+                    logger.warning("\(name): \(error.message)")
+                }
+                continue
             } catch {
                 // Removed while it was being read: not an error of the cache.
                 if access(url.path, F_OK) != 0, try !stillComplete(row) { continue }
@@ -118,6 +145,41 @@ extension Cache {
             }
         }
         return report
+    }
+
+    /// Checks the claimed blocks of an encrypted partial entry; a block that fails is dropped and reported. An
+    /// entry being written is left to its writer.
+    private func verifySealedPartial(_ row: IndexRow, into report: inout VerifyReport) throws {
+        guard row.presentBytes > 0, let file = try? openEntryFile(row) else { return }
+        var damaged = false
+        for range in row.ranges.ranges {
+            var at = range.lowerBound
+            while at < range.upperBound {
+                let upper = min(range.upperBound, at + (1 << 20))
+                let bad = Self.damagedBlock(file, at ..< upper)
+                guard let bad else {
+                    at = upper
+                    continue
+                }
+                if dropDamaged(remote: row.remote, path: row.path, bytes: bad) { damaged = true }
+                // Go on after the block: others may be damaged too.
+                at = max(bad.upperBound, at + 1)
+                guard let fresh = try self.row(id: row.id), fresh.generation == row.generation else { return }
+            }
+        }
+        report.checked += 1
+        if damaged { report.damaged.append("\(row.remote):\(row.path)") }
+    }
+
+    /// The first block of `range` whose tag fails, if any (other read errors count as none: they are reported
+    /// by the next reader).
+    private static func damagedBlock(_ file: EntryFile, _ range: Range<Int64>) -> Range<Int64>? {
+        do {
+            _ = try file.read(range)
+            return nil
+        } catch {
+            return error.code == .damaged ? (error.damagedBytes ?? range) : nil
+        }
     }
 
     /// Whether the index still says `row` is complete in the same generation (nobody evicted or replaced it).

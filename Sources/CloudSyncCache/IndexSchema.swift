@@ -67,6 +67,15 @@ enum IndexSchema {
         """
         ALTER TABLE files ADD COLUMN gone REAL NOT NULL DEFAULT 0;
         """,
+        // 5: encryption at rest (`cache.encrypt`): whether each entry's files are sealed, and the cache's mode
+        // with the check value of its key.
+        """
+        ALTER TABLE files ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE settings(
+            name  TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {
@@ -87,7 +96,7 @@ enum IndexSchema {
     static let rowColumns = """
         id, remote, path, local_path, provider_id, size, modified, revision, hashes, mime, download_hint, state, \
         generation, ranges, present_bytes, track_bytes, pinned, last_access, start_set, head, added, last_played, \
-        tags, duration, validator, gone
+        tags, duration, validator, gone, sealed
         """
 
     /// Hashes as `kind:value` separated by spaces (hex and base64 contain neither); unknown kinds are skipped.
@@ -202,6 +211,8 @@ struct IndexRow: Sendable {
     var validator: String?
     /// When a listing last found the remote file gone while the pull kept the track (0: listed).
     var gone: Double
+    /// The entry's files (partial and track) are encrypted (``Sealer``).
+    var sealed: Bool
 
     var path: String { file.path }
 
@@ -245,5 +256,6 @@ struct IndexRow: Sendable {
         duration = row.isNull(23) ? nil : row.double(23)
         validator = row.optionalText(24)
         gone = row.double(25)
+        sealed = row.int(26) != 0
     }
 }

@@ -19,6 +19,7 @@ struct CacheCommand {
             console.out(config.cache.dir.path + "\n")
             return .ok
         }
+        if sub == "encrypt" || sub == "decrypt" { return try convert(sealing: sub == "encrypt", config: config) }
         let cache = try setup.openCache(config)
         switch sub {
         case "status":
@@ -69,11 +70,16 @@ struct CacheCommand {
             if !quiet { console.out("\(counted(report.items.count, "track")), \(ByteSize.format(report.freedBytes)) \(dryRun ? "would be freed" : "freed"); "
                 + "cache now \(ByteSize.format(dryRun ? after - report.freedBytes : after)) of a \(ByteSize.format(plan.budget)) budget\n") }
         case "verify":
-            let report = try cache.verify { url, expected in try hashFile(at: url, kind: expected.kind) }
+            let report = try cache.verify { expected, bytes in
+                var hasher = makeHasher(for: expected.kind)
+                try bytes.forEachChunk { chunk in chunk.withUnsafeBytes { hasher.update($0) } }
+                return hasher.finalize()
+            }
             if context.json {
                 let object: [String: Any] = ["checked": report.checked, "skipped_no_hash": report.skippedNoHash,
                                              "mismatched": report.mismatched, "vanished": report.vanished,
-                                             "wrong_size": report.wrongSize, "mtime_drift": report.mtimeDrift]
+                                             "wrong_size": report.wrongSize, "mtime_drift": report.mtimeDrift,
+                                             "damaged": report.damaged]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 console.out(String(decoding: data, as: UTF8.self) + "\n")
             } else {
@@ -82,11 +88,14 @@ struct CacheCommand {
                 for m in report.wrongSize { console.out("size      \(e(m))  (not the remote's size; removed, the next pull fetches it again)\n") }
                 for v in report.vanished { console.out("missing   \(e(v))  (marked for refetch)\n") }
                 for d in report.mtimeDrift { console.out("mtime     \(e(d))  (modified time differs from the remote's; bytes kept)\n") }
+                for d in report.damaged { console.out("damaged   \(e(d))  (a block failed its authentication check; dropped, fetched again)\n") }
                 console.out("\(report.checked) checked, \(report.mismatched.count) mismatched, \(report.wrongSize.count) of the wrong size, "
-                    + "\(report.vanished.count) missing, \(report.mtimeDrift.count) with another mtime; "
-                    + "\(report.skippedNoHash) without a hash (size compared)\n")
+                    + "\(report.vanished.count) missing, \(report.mtimeDrift.count) with another mtime"
+                    + (cache.encryption.key != nil ? ", \(report.damaged.count) with a damaged block" : "")
+                    + "; \(report.skippedNoHash) without a hash (size compared)\n")
             }
-            return report.mismatched.isEmpty && report.vanished.isEmpty && report.wrongSize.isEmpty ? .ok : .partialFailure
+            return report.mismatched.isEmpty && report.vanished.isEmpty && report.wrongSize.isEmpty && report.damaged.isEmpty
+                ? .ok : .partialFailure
         case "pin", "unpin":
             let remote = try singleRemote(config)
             // pin takes the filter flags (unpin does not): only the tracks under PATH that pass them.
@@ -131,6 +140,12 @@ struct CacheCommand {
             guard let entry = try cache.entry(remote: args[0], path: args[1].trimmingCharacters(in: CharacterSet(charactersIn: "/"))) else {
                 throw CacheError(.notFound, "no track '\(args[1])' in remote '\(args[0])'; see 'cloudsync ls --offline'")
             }
+            if entry.sealed {
+                // Ciphertext: no player can read the file itself.
+                console.err("cloudsync: \(TerminalText.escape("\(args[0])/\(entry.path)")) is stored encrypted (cache.encrypt); "
+                    + "play it through 'cloudsync serve'.\n")
+                return .partialFailure
+            }
             if entry.state == .complete {
                 console.out(entry.localURL.path + "\n")
                 return .ok
@@ -169,6 +184,33 @@ struct CacheCommand {
             throw UsageError(message: "cloudsync: unknown cache command '\(sub)'", hint: "Run 'cloudsync cache --help' for usage.")
         }
         return .ok
+    }
+
+    /// `cache encrypt` / `cache decrypt`: converts every entry in place, resumably.
+    private func convert(sealing: Bool, config: Configuration) throws -> ExitCode {
+        let console = context.console
+        let quiet = context.arguments.has("quiet")
+        let cache = try Setup(context: context).openCacheForConversion(config, sealing: sealing)
+        let verb = sealing ? "encrypted" : "decrypted"
+        let report = try cache.convert(sealing: sealing) { name in
+            if !quiet { console.out("\(verb)  \(TerminalText.escape(name))\n") }
+        }
+        for busy in report.skippedBusy {
+            console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; run 'cloudsync cache "
+                + "\(sealing ? "encrypt" : "decrypt")' again when it is done\n")
+        }
+        if !quiet {
+            var text = "\(counted(report.converted, "track")) \(verb) (\(ByteSize.format(report.convertedBytes)))"
+            if report.droppedBytes > 0 {
+                text += "; \(ByteSize.format(report.droppedBytes)) of incomplete blocks dropped (fetched again)"
+            }
+            console.out(text + "\n")
+        }
+        if report.finished && config.cache.encrypt != sealing {
+            console.err("cloudsync: the cache is now \(sealing ? "encrypted" : "plaintext"); set cache.encrypt = \(sealing) in "
+                + "\(config.file ?? "the configuration")\n")
+        }
+        return report.finished ? .ok : .partialFailure
     }
 
     private func budget(_ config: Configuration, _ cache: Cache) -> CacheBudget {

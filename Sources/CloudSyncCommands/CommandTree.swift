@@ -102,8 +102,15 @@ enum CommandTree {
             CommandSpec(name: "evict", abstract: "Bring the cache down to its plan now (lowest priority first; tracks keep heads).",
                         options: [.flag("dry-run", "Show what would be removed; remove nothing.")]),
             CommandSpec(name: "verify", abstract: "Check complete tracks: size against the listing, bytes against the provider's hash "
-                            + "when it gives one (else size only), mtime drift reported; bad tracks are removed for refetch.",
-                        options: [.flag("json", "Print JSON on stdout (keys: checked, mismatched, wrong_size, vanished, mtime_drift, skipped_no_hash).")]),
+                            + "when it gives one (else size only), mtime drift reported; bad tracks are removed for refetch. "
+                            + "In an encrypted cache every block's tag is checked too (partial tracks included); a damaged block "
+                            + "is dropped and fetched again.",
+                        options: [.flag("json", "Print JSON on stdout (keys: checked, mismatched, wrong_size, vanished, mtime_drift, damaged, skipped_no_hash).")]),
+            CommandSpec(name: "encrypt", abstract: "Encrypt the cache in place (ChaCha20-Poly1305, key in $XDG_STATE_HOME/cloudsync/cache.key "
+                            + "or from cache.key_command), entry by entry; safe to interrupt, run it again to resume. Then set "
+                            + "cache.encrypt = true. Players must then read through 'cloudsync serve'."),
+            CommandSpec(name: "decrypt", abstract: "Decrypt an encrypted cache in place, entry by entry (needs its key); safe to interrupt, "
+                            + "run it again to resume. Then set cache.encrypt = false."),
             CommandSpec(name: "pin", abstract: "Never evict these tracks.",
                         options: [.value("remote", "NAME", "The remote the paths belong to (default: the only remote).")]
                             + FilterOptions.specs,

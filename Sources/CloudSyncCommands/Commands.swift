@@ -102,9 +102,40 @@ struct Setup {
         return CacheBudget(cache: cache, settings: settings, logger: context.logger)
     }
 
+    /// Opens the cache as the configuration says: plaintext, or encrypted (`cache.encrypt`) with its key, made on
+    /// first use (``CacheKeySource``). A configuration that disagrees with the cache, a missing or wrong key is an
+    /// error naming what to do (exit 3 or 4).
     func openCache(_ config: Configuration) throws -> Cache {
-        try Cache.open(root: config.cache.dir,
-                       limits: CacheLimits(checkpointBytes: config.cache.checkpoint),
-                       logger: context.logger)
+        let limits = CacheLimits(checkpointBytes: config.cache.checkpoint)
+        guard config.cache.encrypt else {
+            return try Cache.open(root: config.cache.dir, limits: limits, logger: context.logger)
+        }
+        return try Cache.open(root: config.cache.dir, limits: limits, logger: context.logger,
+                              encryption: .on(try cacheKey(config, creating: true)))
+    }
+
+    /// The cache key: the existing one, or (`creating`, and the cache was never encrypted) a new one.
+    func cacheKey(_ config: Configuration, creating: Bool) throws -> CacheKey {
+        let keys = CacheKeySource(settings: config.cache, stateDirectory: StateLocation.resolve(environment: context.environment))
+        if let key = try keys.existingKey() { return key }
+        // No key file yet. A cache already encrypted under a key that is gone must not get a new one.
+        let probe = try Cache.open(root: config.cache.dir, logger: context.logger, checkingMode: false)
+        let keyed = try probe.encryptionState().keyed
+        if !creating || keyed {
+            throw CacheError(.keyMissing, "The cache at \(config.cache.dir.path) is encrypted but its key \(keys.keyFile.path) "
+                + "is missing. Restore that file (or set cache.key_command to print the key). A lost key cannot be "
+                + "recovered: remove \(config.cache.dir.path) to start an empty cache.", path: keys.keyFile.path)
+        }
+        let key = try keys.createKey()
+        context.logger.info("created the cache key \(keys.keyFile.path) (keep it: without it the cache cannot be read)")
+        return key
+    }
+
+    /// Opens the cache for `cache encrypt` (`sealing`) or `cache decrypt`, whatever its mode.
+    func openCacheForConversion(_ config: Configuration, sealing: Bool) throws -> Cache {
+        try Cache.open(root: config.cache.dir, limits: CacheLimits(checkpointBytes: config.cache.checkpoint),
+                       logger: context.logger,
+                       encryption: CacheEncryption(key: try cacheKey(config, creating: sealing), sealsNewFiles: sealing),
+                       checkingMode: false)
     }
 }

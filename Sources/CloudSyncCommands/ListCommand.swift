@@ -126,7 +126,7 @@ enum ListingOutput {
                 line += "\n    album: \(label.album ?? "-")"
                 let hash = row.file.preferredHash.map { "\($0.kind.rawValue):\($0.value)" } ?? "-"
                 line += "\n    hash: \(TerminalText.escape(hash))  mime: \(TerminalText.escape(row.file.mimeType ?? "-"))"
-                line += "\n    local: \(row.state == .complete ? TerminalText.escape(row.localURL.path) : "-")"
+                line += "\n    local: \(row.sealed ? "- (encrypted in the cache: play it through 'cloudsync serve')" : row.state == .complete ? TerminalText.escape(row.localURL.path) : "-")"
             }
             out += line + "\n"
         }
@@ -137,7 +137,9 @@ enum ListingOutput {
     static func summary(_ rows: [CacheEntryInfo]) -> String {
         let cached = rows.filter { $0.state == .complete }.count
         let bytes = rows.reduce(Int64(0)) { $0.addingSaturating($1.file.size) }
-        return "\(rows.count == 1 ? "1 track" : "\(rows.count) tracks"), \(ByteSize.format(bytes)); \(cached) cached\n"
+        let sealed = rows.contains { $0.sealed && $0.presentBytes > 0 }
+        return "\(rows.count == 1 ? "1 track" : "\(rows.count) tracks"), \(ByteSize.format(bytes)); \(cached) cached"
+            + (sealed ? " (stored encrypted: players read them through 'cloudsync serve', not from tracks/)" : "") + "\n"
     }
 
     /// One line per track for scripts, fields separated by tabs: remote, path, state (`cached`, `head`, `partial`,
@@ -165,11 +167,12 @@ enum ListingOutput {
             let label = TrackLabel(row)
             out += "{\"cached_bytes\":\(row.presentBytes),\(TrackColumns.jsonDuration(label)),\"hashes\":{\(hashes)}"
             out += ",\"head_bytes\":\(row.startSet.map { String($0.byteCount) } ?? "null")"
-            out += ",\"local_path\":\(row.state == .complete ? jsonString(row.localURL.path) : "null")"
+            // An encrypted track's file is ciphertext: no local path a player could open.
+            out += ",\"local_path\":\(row.state == .complete && !row.sealed ? jsonString(row.localURL.path) : "null")"
             out += ",\"mime\":\(row.file.mimeType.map(jsonString) ?? "null")"
             out += ",\"modified\":\(jsonString(RFC3339.format(row.file.modified)))"
             out += ",\"outdated\":\(row.state != .complete && row.outdatedTrackBytes > 0)"
-            out += ",\"deleted_remotely\":\(row.deletedRemotely != nil)"
+            out += ",\"deleted_remotely\":\(row.deletedRemotely != nil),\"encrypted\":\(row.sealed)"
             out += ",\"path\":\(jsonString(row.path)),\"remote\":\(jsonString(row.remote))"
             out += ",\"size\":\(row.file.size),\"state\":\(jsonString(state)),\(TrackColumns.jsonTags(label))}"
         }

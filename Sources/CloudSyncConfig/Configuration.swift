@@ -31,14 +31,21 @@ public struct CacheSettings: Sendable, Hashable {
     public var maxAge: TimeInterval?
     /// Bytes written between fdatasync + index commits of a partial file (default 8 MiB).
     public var checkpoint: Int64
+    /// Store every cached byte encrypted (`cache.encrypt`, default false): players then read through `serve`.
+    public var encrypt: Bool
+    /// A shell command whose first line of output is the cache key (`cache.key_command`); nil = the key file
+    /// `cache.key` in the state directory, made on first use.
+    public var keyCommand: String?
 
     public init(dir: URL, maxSize: Int64 = 10 << 30, minFree: Int64 = 1 << 30, maxAge: TimeInterval? = nil,
-                checkpoint: Int64 = 8 << 20) {
+                checkpoint: Int64 = 8 << 20, encrypt: Bool = false, keyCommand: String? = nil) {
         self.dir = dir
         self.maxSize = maxSize
         self.minFree = minFree
         self.maxAge = maxAge
         self.checkpoint = checkpoint
+        self.encrypt = encrypt
+        self.keyCommand = keyCommand
     }
 }
 

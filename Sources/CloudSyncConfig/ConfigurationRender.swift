@@ -17,6 +17,8 @@ extension Configuration {
         lines.append(entry("cache.min_free", "min_free", .text(Self.renderSize(cache.minFree))))
         lines.append(entry("cache.max_age", "max_age", .text(cache.maxAge.map(Self.renderDuration) ?? "off")))
         lines.append(entry("cache.checkpoint", "checkpoint", .text(Self.renderSize(cache.checkpoint))))
+        lines.append("encrypt = \(cache.encrypt)")
+        if let command = cache.keyCommand { lines.append(entry("cache.key_command", "key_command", .text(command))) }
         lines.append("")
         lines.append("[pull]")
         lines.append("jobs = \(pull.jobs)")

@@ -4,7 +4,7 @@ import Foundation
 /// The keys each section accepts, in the order `config.example.toml` and `renderMasked()` use.
 enum Schema {
     static let sections = ["cache", "pull", "audio", "remote"]
-    static let cache = ["dir", "max_size", "min_free", "max_age", "checkpoint"]
+    static let cache = ["dir", "max_size", "min_free", "max_age", "checkpoint", "encrypt", "key_command"]
     static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first",
                        "head_seconds", "api_timeout", "delete"]
     static let audio = ["extensions"]
@@ -71,6 +71,18 @@ struct SchemaReader {
             }
         }
         cache.checkpoint = try size("checkpoint", in: cacheTable, path: "cache", default: cache.checkpoint)
+        if let node = cacheTable?["encrypt"] {
+            guard case .boolean(let value) = node.value else {
+                throw fail("encrypt must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
+            }
+            cache.encrypt = value
+        }
+        if let (command, at) = try string("key_command", in: cacheTable, path: "cache") {
+            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw fail("key_command must not be empty; remove it to keep the key in the state directory (cache.key)", at: at)
+            }
+            cache.keyCommand = command
+        }
 
         var pull = PullSettings()
         if let (jobs, at) = try integer("jobs", in: pullTable) {

@@ -220,6 +220,9 @@ struct FileFetcher: Sendable {
     /// (on the cache's writer) before returning; the full pass skips that because promotion syncs the file anyway
     /// (one sync fewer per track), and a failure path checkpoints what arrived.
     func fetch(_ job: FileJob, within bounds: Range<Int64>, checkpointAtEnd: Bool = true) async throws {
+        // An encrypted entry stores whole blocks only: fetch the blocks `bounds` touches, so none is left half
+        // in memory when this pass ends.
+        let bounds = job.writer.aligned(bounds)
         while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
             do {

@@ -593,7 +593,11 @@ public final class TrackStream: Sendable {
     /// Reads `range`, which ``available(from:limit:)`` reported. Throws `.incomplete` if it is not present.
     public func read(_ range: Range<Int64>) throws -> Data {
         let (session, fd) = state.withLock { ($0.session, $0.partialFD) }
-        if let session, fd >= 0, session.job.writer.presentRanges().containsAll(range) {
+        if let session, session.job.writer.isSealed, session.job.writer.presentRanges().containsAll(range) {
+            // Encrypted: the writer opens the blocks (pending ones included) and drops one that fails its check.
+            let data = try session.job.writer.read(range)
+            if session.job.writer.presentRanges().containsAll(range) { return data }
+        } else if let session, fd >= 0, session.job.writer.presentRanges().containsAll(range) {
             let data = try preadFully(fd: fd, range: range, path: file.path)
             // Bytes dropped meanwhile (hash mismatch, changed file) must not be served.
             if session.job.writer.presentRanges().containsAll(range) { return data }
