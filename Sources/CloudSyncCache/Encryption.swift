@@ -339,6 +339,8 @@ extension Cache {
 public struct EntryBytes {
     let file: EntryFile
     public let size: Int64
+    /// The file read (for messages).
+    public var path: String { file.display }
 
     public func forEachChunk(_ body: (Data) throws -> Void) throws {
         var at: Int64 = 0

@@ -224,6 +224,8 @@ public final class EntryWriter: Sendable {
         /// Nil for a plaintext entry.
         var sealer: Sealer?
         var buffers: [Int64: BlockBuffer] = [:]
+        /// The descriptor was closed (``close()``): reads go to the track or the index instead.
+        var closed = false
     }
 
     private struct BlockBuffer {
@@ -599,18 +601,28 @@ public final class EntryWriter: Sendable {
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
         }
-        // Completed or closed: the descriptor is (or is about to be) closed; read the track.
-        guard fd >= 0, pending.withLock({ $0.open }) else {
+        guard fd >= 0 else {
             let reader = try cache.openReader(remote: remote, path: path, touching: false)
             defer { reader.close() }
             return try reader.read(range)
         }
         let display = cache.display("partial/\(partialName)")
-        guard let sealer = seal.withLock({ $0.sealer }) else {
+        guard sealedLayout != nil else {
             return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
         }
+        // Under `seal`, which ``close()`` takes to close the descriptor: a read never meets a closed (or reused)
+        // descriptor. (`serve` reads an encrypted entry through its writer, not through a descriptor of its own.)
+        let read = seal.withLock { s -> Result<Data, CacheError>? in
+            guard !s.closed, let sealer = s.sealer else { return nil }
+            return Result { () throws(CacheError) in try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.root.path) }
+        }
+        guard let read else {
+            let reader = try cache.openReader(remote: remote, path: path, touching: false)
+            defer { reader.close() }
+            return try reader.read(range)
+        }
         do {
-            return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
+            return try read.get()
         } catch where error.code == .damaged {
             // A block changed on disk under us: it is dropped (fetched again), never handed out.
             if let bad = error.damagedBytes {
@@ -800,7 +812,12 @@ public final class EntryWriter: Sendable {
         }
         // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
         let completed = durable.withLock { d -> Bool in
-            if !d.closed && fd >= 0 { Glibc.close(fd) }
+            if !d.closed && fd >= 0 {
+                seal.withLock { s in
+                    s.closed = true
+                    Glibc.close(fd)
+                }
+            }
             d.closed = true
             return d.completed
         }

@@ -63,9 +63,12 @@ struct TagFuzzTests {
                 let run = AnalysisRun(bytes, name: fixture.spec.name, policy: policy)
                 let label = "\(fixture.spec.name) tag mutant \(k), seed \(s)"
                 HostileInputTests.checkInvariants(run, size: Int64(bytes.count), policy: policy, label)
+                // A fallback (the walk gave up) is a fixed head and tail whatever was read, so that it does not
+                // depend on which bytes happened to be present (the budget's plans converge); its tags are read
+                // through a view restricted to those ranges, which is what the rule below protects.
                 var outside = run.read
                 outside.subtract(run.startSet.ranges)
-                #expect(outside.isEmpty, "\(label): read \(outside.text) outside its start set")
+                #expect(run.startSet.isFallback || outside.isEmpty, "\(label): read \(outside.text) outside its start set")
                 runs += 1
             }
         }

@@ -48,6 +48,17 @@ func patternVerifier(_ url: URL) throws -> String? {
     return "pattern"
 }
 
+/// A `hasher` for `Cache.verify`: "pattern" when the entry's plaintext is the pattern bytes.
+func patternVerifier(_ bytes: EntryBytes) throws -> String {
+    var at: Int64 = 0
+    var good = true
+    try bytes.forEachChunk { chunk in
+        for (i, byte) in chunk.enumerated() where byte != patternByte(at + Int64(i)) { good = false }
+        at += Int64(chunk.count)
+    }
+    return good ? "pattern" : "mismatch"
+}
+
 /// The directory holding the built products (the test bundle and `cache-crash-child`).
 func productsDirectory() -> URL {
     URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()

@@ -69,11 +69,13 @@ final class FilesFake: @unchecked Sendable {
 /// A temporary config (remote `lib` on a WebDAV URL) and cache, and the built `cloudsync` run against them.
 final class BinaryEnv: @unchecked Sendable {
     let directory: TemporaryDirectory
-    var config: URL { directory.file("config.toml") }
+    let config: URL
     var cacheDir: URL { directory.file("cache") }
 
-    init(davURL: String, extra: String = "") throws {
-        directory = try TemporaryDirectory(prefix: "cloudsync-serve-bin")
+    /// `reusing`: another config of `other`'s cache and state directory (its key, its tokens).
+    init(davURL: String, extra: String = "", reusing other: BinaryEnv? = nil) throws {
+        directory = try other?.directory ?? TemporaryDirectory(prefix: "cloudsync-serve-bin")
+        config = other == nil ? directory.file("config.toml") : directory.file("config-\(UUID().uuidString.prefix(8)).toml")
         let text = """
             [cache]
             dir = "\(directory.file("cache").path)"
@@ -87,7 +89,7 @@ final class BinaryEnv: @unchecked Sendable {
             password = "demo-pass"
 
             """
-        try text.write(to: directory.file("config.toml"), atomically: true, encoding: .utf8)
+        try text.write(to: config, atomically: true, encoding: .utf8)
     }
 
     /// The `cloudsync` built with the tests.
@@ -144,9 +146,9 @@ extension BinaryEnv {
     /// A cache holding only the first `head` bytes of every file of `root`, made the way a user would:
     /// `pull --head-first` against a fake whose every GET from byte `head` on is refused (403), so the pull
     /// ends (exit 1) after its first pass. Returns the fake, still refusing, and the environment.
-    static func headOnly(root: URL, head: Int) async throws -> (FilesFake, BinaryEnv) {
+    static func headOnly(root: URL, head: Int, extra: String = "") async throws -> (FilesFake, BinaryEnv) {
         let fake = try await FilesFake(root: root, faults: "[{\"kind\": \"status\", \"status\": 403, \"count\": -1, \"from\": \(head)}]")
-        let env = try BinaryEnv(davURL: fake.davURL)
+        let env = try BinaryEnv(davURL: fake.davURL, extra: extra)
         let pulled = try env.run(["pull", "--remote", "lib", "--head-first=\(head >> 10)KiB"])
         guard pulled.status == 1, pulled.stderr.contains("403") else {
             fake.stop()
