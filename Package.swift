@@ -46,6 +46,11 @@ let package = Package(
         /// Generic WebDAV (RFC 4918) adapter.
         .target(name: "WebDAV", dependencies: ["CloudSyncCore", "CloudSyncHTTP", "CloudSyncXML"], path: "Providers/WebDAV"),
 
+        /// The registry: every provider's descriptor and factory, one line each.
+        .target(name: "CloudSyncProviders", dependencies: [
+            "CloudSyncCore", "CloudSyncHTTP", "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV",
+        ]),
+
         /// Logins per provider (device code, PKCE paste, loopback), the 0600 token store and lock-serialised refresh.
         .target(name: "CloudSyncAuth", dependencies: ["CloudSyncCore", "CloudSyncHTTP"]),
 
@@ -56,7 +61,7 @@ let package = Package(
         /// Command-line parsing, wiring of config to providers, output; one call per command.
         .target(name: "CloudSyncCommands", dependencies: [
             "CloudSyncCore", "CloudSyncConfig", "CloudSyncHTTP", "CloudSyncCache", "CloudSyncEngine",
-            "CloudSyncServer", "Dropbox", "GoogleDrive", "OneDrive", "YandexDisk", "WebDAV", "CloudSyncAuth",
+            "CloudSyncServer", "CloudSyncProviders", "CloudSyncAuth",
         ]),
         /// The `cloudsync` executable: a few lines that call CloudSyncCommands.
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCommands"]),
@@ -66,7 +71,7 @@ let package = Package(
         /// Shared test support: fake servers, temporary directories, process helpers.
         .target(name: "TestSupport", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Tests/TestSupport",
                 exclude: ["make-audio-fixtures.sh"]),
-        .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "TestSupport"],
+        .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "CloudSyncProviders", "TestSupport"],
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
         .testTarget(name: "CloudSyncXMLTests", dependencies: ["CloudSyncXML"]),
@@ -82,7 +87,7 @@ let package = Package(
         .testTarget(name: "CloudSyncEngineTests", dependencies: [
             "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
         ]),
-        .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "TestSupport"]),
+        .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "CloudSyncProviders", "TestSupport"]),
         .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport", "cloudsync"],
                     exclude: ["Snapshots"]),
         /// Also runs the built `cloudsync` (serve, ls, pull) against the fakes, and real players (ffmpeg, mpd, rclone).

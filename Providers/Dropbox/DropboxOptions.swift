@@ -9,8 +9,6 @@ public struct DropboxOptions: Sendable {
     public static let defaultAPIURL = fixedURL("https://api.dropboxapi.com")
     /// `https://content.dropboxapi.com`: content routes (`/2/files/download`).
     public static let defaultContentURL = fixedURL("https://content.dropboxapi.com")
-    /// `https://api.dropboxapi.com/oauth2/token`: the refresh grant (no new refresh token comes back).
-    public static let defaultTokenURL = fixedURL("https://api.dropboxapi.com/oauth2/token")
 
     /// The remote's name from the config, used in messages (`cloudsync login NAME`).
     public var remoteName: String
@@ -27,7 +25,7 @@ public struct DropboxOptions: Sendable {
     public var pageLimit: Int
 
     public init(remoteName: String, root: String = "", apiURL: URL = DropboxOptions.defaultAPIURL,
-                contentURL: URL = DropboxOptions.defaultContentURL, tokenURL: URL = DropboxOptions.defaultTokenURL,
+                contentURL: URL = DropboxOptions.defaultContentURL, tokenURL: URL = DropboxDescriptor.tokenURL,
                 pageLimit: Int = 2000) {
         self.remoteName = remoteName
         self.root = root

@@ -35,10 +35,9 @@ public struct GoogleDriveOptions: Sendable {
 
     // Literal URLs always parse; the fallback only satisfies the type checker.
     public static let defaultAPIURL = URL(string: "https://www.googleapis.com") ?? URL(fileURLWithPath: "/")
-    public static let defaultTokenURL = URL(string: "https://oauth2.googleapis.com/token") ?? URL(fileURLWithPath: "/")
 
     public init(remoteName: String, root: String = "", apiURL: URL = GoogleDriveOptions.defaultAPIURL,
-                contentURL: URL? = nil, tokenURL: URL = GoogleDriveOptions.defaultTokenURL, pageSize: Int = 1000,
+                contentURL: URL? = nil, tokenURL: URL = GoogleDriveDescriptor.tokenURL, pageSize: Int = 1000,
                 acknowledgeAbuse: Bool = false, listingStrategy: ListingStrategy = .flat, walkLimits: WalkLimits = WalkLimits()) {
         self.remoteName = remoteName
         self.root = root

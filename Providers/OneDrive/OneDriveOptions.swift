@@ -7,10 +7,6 @@ import Foundation
 public struct OneDriveOptions: Sendable {
     /// `https://graph.microsoft.com`, the global Graph service.
     public static let defaultAPIURL = URL(string: "https://graph.microsoft.com") ?? URL(fileURLWithPath: "/")
-    /// The Microsoft identity platform v2.0 token endpoint for both personal and work/school accounts.
-    public static let defaultTokenURL = URL(string: "https://login.microsoftonline.com/common/oauth2/v2.0/token") ?? URL(fileURLWithPath: "/")
-    /// Read-only scopes plus `offline_access` (which makes the token endpoint return a refresh token).
-    public static let defaultScopes = ["Files.Read", "Files.Read.All", "offline_access"]
 
     /// The remote's name from the config, used in messages.
     public var remoteName: String
@@ -33,7 +29,7 @@ public struct OneDriveOptions: Sendable {
     public var pageSize: Int?
 
     public init(remoteName: String, root: String = "", apiURL: URL = OneDriveOptions.defaultAPIURL,
-                tokenURL: URL = OneDriveOptions.defaultTokenURL, scopes: [String] = OneDriveOptions.defaultScopes,
+                tokenURL: URL = OneDriveDescriptor.tokenURL, scopes: [String] = OneDriveDescriptor.scopes,
                 downloadLinkLifetime: TimeInterval = 300, pageSize: Int? = nil) {
         self.remoteName = remoteName
         self.root = root

@@ -37,7 +37,9 @@ public final class OneDriveProvider: TokenDownloadProvider {
 
     /// quickXorHash on every file (Personal and Business); SHA-1/SHA-256 are published too when Graph has them.
     public var capabilities: ProviderCapabilities {
-        ProviderCapabilities(hashKinds: [.quickXor], hasChangeFeed: true, supportsRanges: true, caseInsensitivePaths: true)
+        // quickXor on every file; OneDrive for Business adds SHA-256 and SHA-1, which the engine then prefers.
+        ProviderCapabilities(hashKinds: [.quickXor, .sha256, .sha1], hasChangeFeed: true, supportsRanges: true,
+                             caseInsensitivePaths: true)
     }
 
     // MARK: Listing

@@ -6,8 +6,6 @@ import Foundation
 public struct YandexOptions: Sendable {
     /// `https://cloud-api.yandex.net`, the documented API host.
     public static let defaultAPIURL = httpsURL(host: "cloud-api.yandex.net")
-    /// `https://oauth.yandex.ru/token`, where refresh tokens are exchanged (for whoever builds the refresher).
-    public static let defaultTokenURL = httpsURL(host: "oauth.yandex.ru", path: "/token")
     /// Items per listing request. The API's default is 20; larger pages mean fewer calls.
     public static let defaultPageSize = 1000
 
@@ -42,12 +40,11 @@ public struct YandexOptions: Sendable {
     }
 }
 
-/// `https://host/path` from parts that are known to be valid (a literal host name and path).
-private func httpsURL(host: String, path: String = "") -> URL {
+/// `https://host` from a literal host name known to be valid.
+private func httpsURL(host: String) -> URL {
     var c = URLComponents()
     c.scheme = "https"
     c.host = host
-    c.path = path
-    // Scheme, host and path are literals above: building the URL cannot fail.
+    // Scheme and host are literals above: building the URL cannot fail.
     return c.url ?? URL(fileURLWithPath: "/")
 }

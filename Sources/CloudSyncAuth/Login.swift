@@ -5,8 +5,8 @@ import Foundation
 /// The settings of one remote that a login needs (copied from the config by the CLI).
 public struct LoginRemote: Sendable {
     public var name: String
-    /// dropbox, gdrive, onedrive, yandex or webdav.
-    public var provider: String
+    /// The remote's provider: its endpoints, login flow and account check.
+    public var provider: ProviderDescriptor
     public var clientID: String?
     public var clientSecret: String?
     public var tokenURL: URL?
@@ -17,14 +17,14 @@ public struct LoginRemote: Sendable {
     /// WebDAV: the collection URL.
     public var url: URL?
     public var user: String?
-    /// WebDAV: the password from the config or its `password_command`; nil means prompt and store it.
+    /// Password logins: the password from the config or its `password_command`; nil means prompt and store it.
     public var configuredPassword: String?
-    /// WebDAV: `basic` (user/password), `bearer` or `oauth` (tokens).
-    public var webdavAuth: String
+    /// The provider's own options, which may choose the credential (WebDAV's `auth`).
+    public var options: ProviderOptions
 
-    public init(name: String, provider: String, clientID: String? = nil, clientSecret: String? = nil, tokenURL: URL? = nil,
+    public init(name: String, provider: ProviderDescriptor, clientID: String? = nil, clientSecret: String? = nil, tokenURL: URL? = nil,
                 authURL: URL? = nil, deviceURL: URL? = nil, apiURL: URL? = nil, url: URL? = nil, user: String? = nil,
-                configuredPassword: String? = nil, webdavAuth: String = "basic") {
+                configuredPassword: String? = nil, options: ProviderOptions = ProviderOptions()) {
         self.name = name
         self.provider = provider
         self.clientID = clientID
@@ -36,7 +36,7 @@ public struct LoginRemote: Sendable {
         self.url = url
         self.user = user
         self.configuredPassword = configuredPassword
-        self.webdavAuth = webdavAuth
+        self.options = options
     }
 }
 
@@ -52,8 +52,9 @@ public struct LoginOutcome: Sendable {
     public var method: String
 }
 
-/// `cloudsync login`: obtains credentials with the flow the remote's provider supports, proves them with
-/// one authenticated request, then stores them. Nothing is written unless every step succeeded.
+/// `cloudsync login`: obtains credentials with the flow the remote's provider declares (`ProviderDescriptor.credential`
+/// and `OAuthFacts.flow`), proves them with its account check, then stores them. Nothing is written unless every
+/// step succeeded. Today:
 ///
 /// - onedrive: device code (`device_url`, `token_url`, scope `Files.Read Files.Read.All offline_access`).
 /// - yandex: device code; when the device endpoint refuses the client (4xx), the confirmation-code paste
@@ -83,51 +84,58 @@ public struct Login: Sendable {
     /// Runs the provider's interactive flow.
     public func run(interaction: any LoginInteraction) async throws -> LoginOutcome {
         let provider = remote.provider
-        if provider == "webdav" {
-            guard remote.webdavAuth == "basic" else {
-                throw AuthError(.configuration, "remote '\(remote.name)' uses auth = \"\(remote.webdavAuth)\": obtain its tokens elsewhere and run `cloudsync login \(remote.name) --token-json FILE`")
-            }
-            return try await loginWebDAV(interaction: interaction)
+        switch provider.credential(remote.options) {
+        case .password:
+            return try await loginWithPassword(interaction: interaction)
+        case .staticToken(let setting):
+            throw AuthError(.configuration, "remote '\(remote.name)' uses \(setting): obtain its tokens elsewhere and run `cloudsync login \(remote.name) --token-json FILE`")
+        case .oauth:
+            break
+        }
+        guard let oauth = provider.oauth else {
+            throw AuthError(.configuration, "remote '\(remote.name)': provider \(provider.kind) has no login flow; set its credentials in the config")
         }
         let clientID = try requireClientID()
-        let tokenURL = try endpoint(remote.tokenURL, AuthSetup.defaultTokenURL(provider: provider), "token_url")
+        let tokenURL = try endpoint(remote.tokenURL, oauth.tokenURL, "token_url")
         let secret = nonEmpty(remote.clientSecret)
         let tokens: TokenSet
         let method: String
-        switch provider {
-        case "onedrive", "yandex":
-            let deviceURL = try endpoint(remote.deviceURL, AuthSetup.defaultDeviceURL(provider: provider), "device_url")
-            var flow = DeviceFlow(style: provider == "yandex" ? .yandex : .rfc8628, deviceURL: deviceURL, tokenURL: tokenURL,
-                                  clientID: clientID, clientSecret: secret, scope: AuthSetup.scope(provider: provider))
+        switch oauth.flow {
+        case .deviceCode(let dialect, let fallback):
+            let deviceURL = try endpoint(remote.deviceURL, oauth.deviceURL, "device_url")
+            var flow = DeviceFlow(style: dialect == .yandex ? .yandex : .rfc8628, deviceURL: deviceURL, tokenURL: tokenURL,
+                                  clientID: clientID, clientSecret: secret, scope: oauth.scope)
             flow.slowDownIncrement = slowDownIncrement
             do {
                 tokens = try await flow.run(interaction: interaction, transport: transport, logger: logger)
                 method = "device code"
             } catch let refused as DeviceFlow.Unsupported {
-                guard provider == "yandex" else {
+                guard let fallback else {
                     throw AuthError(.invalidGrant, "the device endpoint \(redactedURL(deviceURL)) refused the client (HTTP \(refused.status), \(refused.error)); check client_id and that the app allows public client flows (see docs/login.md)")
                 }
-                interaction.show("The device flow is not available for this app (\(refused.error)); using a confirmation code instead.")
-                let authURL = try endpoint(remote.authURL, AuthSetup.defaultAuthURL(provider: provider), "auth_url")
-                tokens = try await AuthorizationCodeFlow(authURL: authURL, tokenURL: tokenURL, clientID: clientID, clientSecret: secret,
-                                                         scope: nil, redirect: .paste(fixedRedirect: "https://oauth.yandex.ru/verification_code"))
+                interaction.show("The device flow is not available for this app (\(refused.error)); using a \(fallback.method) instead.")
+                tokens = try await authorizationCode(fallback, oauth: oauth, tokenURL: tokenURL, clientID: clientID, secret: secret)
                     .run(interaction: interaction, transport: transport, logger: logger)
-                method = "confirmation code"
+                method = fallback.method
             }
-        case "dropbox", "gdrive":
-            let authURL = try endpoint(remote.authURL, AuthSetup.defaultAuthURL(provider: provider), "auth_url")
-            let flow = provider == "dropbox"
-                ? AuthorizationCodeFlow(authURL: authURL, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, scope: nil,
-                                        redirect: .paste(fixedRedirect: nil), extraParameters: [("token_access_type", "offline")])
-                : AuthorizationCodeFlow(authURL: authURL, tokenURL: tokenURL, clientID: clientID, clientSecret: secret,
-                                        scope: AuthSetup.scope(provider: provider), redirect: .loopback,
-                                        extraParameters: [("access_type", "offline"), ("prompt", "consent")])
-            tokens = try await flow.run(interaction: interaction, transport: transport, logger: logger)
-            method = "pasted code"
-        default:
-            throw AuthError(.configuration, "remote '\(remote.name)': unknown provider '\(provider)'; use dropbox, gdrive, onedrive, yandex or webdav")
+        case .authorizationCode(let login):
+            tokens = try await authorizationCode(login, oauth: oauth, tokenURL: tokenURL, clientID: clientID, secret: secret)
+                .run(interaction: interaction, transport: transport, logger: logger)
+            method = login.method
         }
         return try await finish(tokens, method: method)
+    }
+
+    private func authorizationCode(_ login: AuthorizationCodeLogin, oauth: OAuthFacts, tokenURL: URL, clientID: String,
+                                   secret: String?) throws(AuthError) -> AuthorizationCodeFlow {
+        let authURL = try endpoint(remote.authURL, oauth.authorizeURL, "auth_url")
+        let redirect: AuthorizationCodeFlow.Redirect = switch login.redirect {
+        case .paste(let fixed): .paste(fixedRedirect: fixed)
+        case .loopback: .loopback
+        }
+        return AuthorizationCodeFlow(authURL: authURL, tokenURL: tokenURL, clientID: clientID, clientSecret: secret,
+                                     scope: login.sendsScope ? oauth.scope : nil, redirect: redirect,
+                                     extraParameters: login.extraParameters)
     }
 
     /// Imports tokens obtained elsewhere (`--token-json`): `text` is our token file, a `TokenSet` JSON, or
@@ -155,16 +163,16 @@ public struct Login: Sendable {
 
     private func finish(_ tokens: TokenSet, method: String) async throws -> LoginOutcome {
         let account = try await TokenCheck(remote: remote, transport: transport, logger: logger).prove(tokens)
-        let stored = StoredCredentials(provider: remote.provider, tokens: tokens)
+        let stored = StoredCredentials(provider: remote.provider.kind.rawValue, tokens: tokens)
         try store.save(stored, for: remote.name)
         logger.info("remote '\(remote.name)': tokens stored in \(store.fileURL(for: remote.name).path)")
         return LoginOutcome(storedAt: store.fileURL(for: remote.name), expiresAt: tokens.expiresAt,
                             hasRefreshToken: tokens.refreshToken != nil, account: account, method: method)
     }
 
-    private func loginWebDAV(interaction: any LoginInteraction) async throws -> LoginOutcome {
+    private func loginWithPassword(interaction: any LoginInteraction) async throws -> LoginOutcome {
         guard let url = remote.url else {
-            throw AuthError(.configuration, "remote '\(remote.name)': webdav needs url, the collection URL")
+            throw AuthError(.configuration, "remote '\(remote.name)': \(remote.provider.kind) needs url, the collection URL")
         }
         let check = TokenCheck(remote: remote, transport: transport, logger: logger)
         if let password = remote.configuredPassword {
@@ -183,7 +191,7 @@ public struct Login: Sendable {
             throw AuthError(.noInput, "no password was entered; nothing was stored")
         }
         try await check.propfind(url: url, user: user ?? "", password: password)
-        try store.save(StoredCredentials(provider: "webdav", user: user, password: password), for: remote.name)
+        try store.save(StoredCredentials(provider: remote.provider.kind.rawValue, user: user, password: password), for: remote.name)
         return LoginOutcome(storedAt: store.fileURL(for: remote.name), expiresAt: nil, hasRefreshToken: false,
                             account: user, method: "password")
     }
@@ -191,7 +199,7 @@ public struct Login: Sendable {
     private func requireClientID() throws(AuthError) -> String {
         guard let id = nonEmpty(remote.clientID) else {
             throw AuthError(.missingClientID, """
-                remote '\(remote.name)' has no client_id: register an app with \(Self.console(remote.provider)), then set \
+                remote '\(remote.name)' has no client_id: register an app with \(remote.provider.oauth?.appConsole ?? "the provider"), then set \
                 client_id (and client_secret if the provider gave one) in [remote.\(remote.name)]; docs/login.md shows each step
                 """)
         }
@@ -203,15 +211,5 @@ public struct Login: Sendable {
             throw AuthError(.configuration, "remote '\(remote.name)': set \(key), the full URL of the provider's endpoint")
         }
         return url
-    }
-
-    static func console(_ provider: String) -> String {
-        switch provider {
-        case "dropbox": "Dropbox (https://www.dropbox.com/developers/apps)"
-        case "gdrive": "Google Cloud (https://console.cloud.google.com/apis/credentials, type \"Desktop app\")"
-        case "onedrive": "Microsoft Entra (https://entra.microsoft.com → App registrations, allow public client flows)"
-        case "yandex": "Yandex OAuth (https://oauth.yandex.com/client/new)"
-        default: "the provider"
-        }
     }
 }

@@ -2,10 +2,10 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 
-/// The one cheap authenticated request that proves fresh credentials work, per provider (base URL from
-/// `api_url`, else the documented host):
-/// Dropbox `POST /2/users/get_current_account`, Graph `GET /v1.0/me/drive`,
-/// Drive `GET /drive/v3/about?fields=user`, Yandex `GET /v1/disk/`, WebDAV `PROPFIND` Depth 0 on the url.
+/// The one cheap authenticated request that proves fresh credentials work: the provider's
+/// `ProviderDescriptor.accountCheck` (base URL from `api_url`, else the descriptor's documented host), e.g.
+/// Dropbox `POST /2/users/get_current_account`, Graph `GET /v1.0/me/drive`, Drive `GET /drive/v3/about?fields=user`,
+/// Yandex `GET /v1/disk/`, WebDAV `PROPFIND` Depth 0 on the url.
 struct TokenCheck: Sendable {
     let remote: LoginRemote
     let transport: any Transport
@@ -15,26 +15,22 @@ struct TokenCheck: Sendable {
     /// Throws `.verificationFailed` on 401/403 and other refusals, `.network` when unreachable.
     func prove(_ tokens: TokenSet) async throws -> String? {
         let provider = remote.provider
-        if provider == "webdav" {
+        switch provider.accountCheck {
+        case .propfind:
             guard let url = remote.url else { return nil }
             try await send(HTTPRequest(method: "PROPFIND", url: url, headers: propfindHeaders(auth: "Bearer \(tokens.accessToken)"),
                                        body: Self.propfindBody))
             return nil
+        case .json(let method, let path, let accountPaths):
+            guard let base = remote.apiURL ?? provider.apiURL else { return nil }
+            let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
+            let auth = "\(AuthSetup.authScheme(provider).scheme) \(tokens.accessToken)"
+            guard let url = URL(string: root + path) else {
+                throw AuthError(.configuration, "remote '\(remote.name)': api_url \(redactedURL(base)) does not form a URL")
+            }
+            let body = try await send(HTTPRequest(method: method, url: url, headers: ["Authorization": auth, "Accept": "application/json"]))
+            return Self.account(in: body, at: accountPaths)
         }
-        guard let base = remote.apiURL ?? AuthSetup.defaultAPIURL(provider: provider) else { return nil }
-        let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
-        let auth = "\(AuthSetup.authScheme(provider: provider).scheme) \(tokens.accessToken)"
-        let (method, path): (String, String) = switch provider {
-        case "dropbox": ("POST", "/2/users/get_current_account")
-        case "onedrive": ("GET", "/v1.0/me/drive")
-        case "gdrive": ("GET", "/drive/v3/about?fields=user")
-        default: ("GET", "/v1/disk/")
-        }
-        guard let url = URL(string: root + path) else {
-            throw AuthError(.configuration, "remote '\(remote.name)': api_url \(redactedURL(base)) does not form a URL")
-        }
-        let body = try await send(HTTPRequest(method: method, url: url, headers: ["Authorization": auth, "Accept": "application/json"]))
-        return Self.account(in: body, provider: provider)
     }
 
     /// PROPFIND Depth 0 with Basic auth: 207 (or 200) means the password works.
@@ -62,8 +58,9 @@ struct TokenCheck: Sendable {
         case 200..<300:
             return response.body
         case 401, 403:
-            let what2 = remote.provider == "webdav" ? "user name or password" : "new token"
-            throw AuthError(remote.provider == "webdav" ? .invalidGrant : .verificationFailed,
+            let password = if case .propfind = remote.provider.accountCheck { true } else { false }
+            let what2 = password ? "user name or password" : "new token"
+            throw AuthError(password ? .invalidGrant : .verificationFailed,
                             "\(what) refused the \(what2) (HTTP \(response.status)); nothing was stored. Check the account, the app's permissions (docs/login.md) and run login again")
         default:
             throw AuthError(response.status >= 500 ? .network : .verificationFailed,
@@ -71,21 +68,15 @@ struct TokenCheck: Sendable {
         }
     }
 
-    /// A display name, e-mail or login from the proving answer.
-    static func account(in body: Data, provider: String) -> String? {
+    /// A display name, e-mail or login from the proving answer: the first string at one of `paths`.
+    static func account(in body: Data, at paths: [[String]]) -> String? {
         guard let json = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else { return nil }
-        func dig(_ path: [String]) -> String? {
+        for path in paths {
             var node: Any? = json
             for key in path { node = (node as? [String: Any])?[key] }
-            return node as? String
+            if let found = node as? String { return found }
         }
-        switch provider {
-        case "dropbox": return dig(["email"]) ?? dig(["name", "display_name"])
-        case "onedrive": return dig(["owner", "user", "displayName"])
-        case "gdrive": return dig(["user", "emailAddress"]) ?? dig(["user", "displayName"])
-        case "yandex": return dig(["user", "login"]) ?? dig(["user", "display_name"])
-        default: return nil
-        }
+        return nil
     }
 }
 

@@ -1,4 +1,5 @@
 import CloudSyncCore
+import CloudSyncProviders
 
 /// Every command, option and help text of `cloudsync`, in one place.
 enum CommandTree {
@@ -15,7 +16,7 @@ enum CommandTree {
 
     static let remoteSelection: [OptionSpec] = [
         .value("remote", "NAME", "Only the remote NAME from the config."),
-        .value("provider", "P", "Every remote whose provider is P (dropbox, gdrive, onedrive, yandex, webdav)."),
+        .value("provider", "P", "Every remote whose provider is P (\(ProviderRegistry.catalog.names.joined(separator: ", ")))."),
     ]
 
     static let ls = CommandSpec(
@@ -205,7 +206,7 @@ enum CommandTree {
         name: "cloudsync",
         abstract: "Keep your music from cloud storage ready to play offline.",
         discussion: """
-        Providers: Dropbox, Google Drive, OneDrive, Yandex.Disk, WebDAV. Tracks land in \
+        Providers: \(ProviderRegistry.catalog.descriptors.map(\.displayName).joined(separator: ", ")). Tracks land in \
         $XDG_CACHE_HOME/cloudsync/tracks/<remote>/ (cache.dir in the config), where any player can read them.
         """,
         subcommands: [status, ls, pull, login, logout, cache, serve, config, completion, man, help]

@@ -1,6 +1,7 @@
 import CloudSyncCache
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncProviders
 import CloudSyncEngine
 import CloudSyncHTTP
 import Foundation
@@ -58,7 +59,7 @@ struct Setup {
     }
 
     func configuration() throws -> Configuration {
-        try Configuration.load(path: configURL, environment: context.environment)
+        try Configuration.load(path: configURL, environment: context.environment, providers: ProviderRegistry.catalog)
     }
 
     /// The remotes chosen by --remote / --provider (all when neither). A name or provider the config does not
@@ -71,8 +72,8 @@ struct Setup {
                              hint: "Give one of them; run '\(command) --help' for usage.")
         }
         try Self.checkRemoteName(remote, in: config, option: "--remote")
-        if let provider, ProviderKind(rawValue: provider.lowercased()) == nil {
-            let names = ProviderKind.allCases.map(\.rawValue)
+        if let provider, ProviderRegistry.catalog.descriptor(named: provider.lowercased()) == nil {
+            let names = ProviderRegistry.catalog.names
             let near = nearest(provider, in: names).map { " Did you mean '\($0)'?" } ?? ""
             throw UsageError(message: "cloudsync: unknown provider '\(provider)'.\(near)", hint: "Providers: \(names.joined(separator: ", ")).")
         }

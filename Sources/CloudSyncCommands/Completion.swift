@@ -1,6 +1,7 @@
 import CloudSyncCache
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncProviders
 import Foundation
 
 /// `cloudsync completion bash|zsh|fish` prints a completion script generated from ``CommandTree``, so that
@@ -78,7 +79,7 @@ struct CompletionScripts {
         switch option.long {
         case "remote": .remote
         case "config", "filter-from", "log-file", "token-json": .file
-        case "provider": .words(["dropbox", "gdrive", "onedrive", "yandex", "webdav"])
+        case "provider": .words(ProviderRegistry.catalog.names)
         case "sort": .words(["path", "artist", "album", "added"])
         case "order": .words(["name", "size", "modified", "added"])
         case "log-level": .words(["error", "warning", "info", "debug"])

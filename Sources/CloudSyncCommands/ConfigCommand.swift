@@ -1,6 +1,7 @@
 import CloudSyncAuth
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncProviders
 import Foundation
 
 /// `cloudsync config check|path|show`.
@@ -69,24 +70,21 @@ struct ConfigCommand {
         }
         let login = "stored login (\(store.fileURL(for: remote.name).path))"
         let none = "none: run cloudsync login \(remote.name)"
-        switch remote.provider {
-        case .webdav:
-            switch remote.webdavAuth {
-            case .basic:
-                if remote.password != nil { return "config (password)" }
-                if remote.passwordCommand != nil { return "config (password_command)" }
-                if let url = remote.url, let password = URLComponents(url: url, resolvingAgainstBaseURL: false)?.password,
-                   !password.isEmpty {
-                    return "config (password in url)"
-                }
-                if stored?.password != nil { return login }
-                return "none (anonymous): if the server asks for a password, run cloudsync login \(remote.name) (or set password / password_command)"
-            case .bearer, .oauth:
-                if let token = remote.accessToken, !token.isEmpty { return "config (access_token)" }
-                if let token = stored?.tokenSet?.accessToken, !token.isEmpty { return login }
-                return none + " (or set access_token)"
+        switch ProviderRegistry.catalog.descriptor(remote.provider)?.credential(remote.options) ?? .oauth {
+        case .password:
+            if remote.password != nil { return "config (password)" }
+            if remote.passwordCommand != nil { return "config (password_command)" }
+            if let url = remote.url, let password = URLComponents(url: url, resolvingAgainstBaseURL: false)?.password,
+               !password.isEmpty {
+                return "config (password in url)"
             }
-        case .dropbox, .gdrive, .onedrive, .yandex:
+            if stored?.password != nil { return login }
+            return "none (anonymous): if the server asks for a password, run cloudsync login \(remote.name) (or set password / password_command)"
+        case .staticToken:
+            if let token = remote.accessToken, !token.isEmpty { return "config (access_token)" }
+            if let token = stored?.tokenSet?.accessToken, !token.isEmpty { return login }
+            return none + " (or set access_token)"
+        case .oauth:
             if stored?.tokenSet != nil { return login }
             if let token = remote.refreshToken, !token.isEmpty { return "config (refresh_token)" }
             if let token = remote.accessToken, !token.isEmpty { return "config (access_token)" }

@@ -2,6 +2,7 @@ import CloudSyncAuth
 import CloudSyncConfig
 import CloudSyncCore
 import CloudSyncHTTP
+import CloudSyncProviders
 import Foundation
 
 /// `cloudsync login NAME [--token-json FILE|-]`: runs the remote's login flow (or imports tokens), proves
@@ -18,11 +19,12 @@ struct LoginCommand {
         try Setup.checkRemoteName(name, in: config, option: "")
         guard let remote = try config.select(remote: name, provider: nil).first else { return .config }
         try remote.requireSecrets()
-        var login = LoginRemote(name: remote.name, provider: remote.provider.rawValue, clientID: remote.clientID,
+        guard let provider = ProviderRegistry.catalog.descriptor(remote.provider) else { return .config }
+        var login = LoginRemote(name: remote.name, provider: provider, clientID: remote.clientID,
                                 clientSecret: remote.clientSecret, tokenURL: remote.tokenURL, authURL: remote.authURL,
                                 deviceURL: remote.deviceURL, apiURL: remote.apiURL, url: remote.url, user: remote.user,
-                                webdavAuth: remote.webdavAuth.rawValue)
-        if remote.provider == .webdav {
+                                options: remote.options)
+        if provider.credential(remote.options) == .password {
             login.configuredPassword = try remote.password ?? remote.passwordCommand.map { try runPasswordCommand($0, remote: remote.name) }
         }
         let store = TokenStore(stateDirectory: StateLocation.resolve(environment: context.environment))

@@ -2,15 +2,11 @@ import CloudSyncAuth
 import CloudSyncConfig
 import CloudSyncCore
 import CloudSyncHTTP
-import Dropbox
+import CloudSyncProviders
 import Foundation
-import GoogleDrive
-import OneDrive
-import WebDAV
-import YandexDisk
 
-/// Builds a remote's provider, pacer and transport from its configuration. The one place that knows every
-/// provider target.
+/// Builds a remote's provider, pacer and transport from its configuration: the provider's own factory
+/// (`ProviderEntry`, found in `ProviderRegistry`) gets the remote's settings and the credentials resolved here.
 struct ProviderFactory {
     let transport: any Transport
     let settings: PullSettings
@@ -29,78 +25,47 @@ struct ProviderFactory {
     /// Secrets are resolved here, for the remote being built only: an unset `env:` variable is a config error.
     func make(_ remote: RemoteConfig, retries: Int?, unreachableRetries: Int? = nil) throws -> Remote {
         try remote.requireSecrets()
+        guard let entry = ProviderRegistry.entry(remote.provider) else {
+            throw ProviderError(.configuration, "remote '\(remote.name)': unknown provider '\(remote.provider)'")
+        }
         let pacer = Pacer(policy: .init(retries: retries ?? settings.retries, unreachableRetries: unreachableRetries),
                           logger: logger)
-        let provider: any Provider
-        switch remote.provider {
-        case .webdav:
-            provider = try makeWebDAV(remote, pacer: pacer)
-        case .dropbox:
-            var options = DropboxOptions(remoteName: remote.name, root: remote.root)
-            if let url = remote.apiURL { options.apiURL = url }
-            if let url = remote.contentURL { options.contentURL = url }
-            if let url = remote.tokenURL { options.tokenURL = url }
-            let tokens = try tokenSource(remote, tokenURL: options.tokenURL)
-            provider = DropboxProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
-        case .yandex:
-            var options = YandexOptions(remoteName: remote.name, root: remote.root)
-            if let url = remote.apiURL { options.apiURL = url }
-            provider = YandexDiskProvider(options: options, transport: transport, pacer: pacer,
-                                          tokens: try tokenSource(remote, tokenURL: remote.tokenURL ?? YandexOptions.defaultTokenURL),
-                                          audio: audio, logger: logger)
-        case .onedrive:
-            var options = OneDriveOptions(remoteName: remote.name, root: remote.root)
-            if let url = remote.apiURL { options.apiURL = url }
-            if let url = remote.tokenURL { options.tokenURL = url }
-            let tokens = try tokenSource(remote, tokenURL: options.tokenURL)
-            provider = OneDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
-        case .gdrive:
-            var options = GoogleDriveOptions(remoteName: remote.name, root: remote.root,
-                                             acknowledgeAbuse: remote.acknowledgeAbuse,
-                                             listingStrategy: remote.driveListing == .walk ? .walk : .flat)
-            if let url = remote.apiURL { options.apiURL = url }
-            if let url = remote.contentURL { options.contentURL = url }
-            if let url = remote.tokenURL { options.tokenURL = url }
-            let tokens = try tokenSource(remote, tokenURL: options.tokenURL)
-            provider = GoogleDriveProvider(options: options, transport: transport, pacer: pacer, tokens: tokens, audio: audio, logger: logger)
-        }
-        return Remote(config: remote, provider: provider, pacer: pacer)
+        let descriptor = entry.descriptor
+        let tokenURL = remote.tokenURL ?? descriptor.oauth?.tokenURL
+        let build = ProviderBuild(
+            remoteName: remote.name, root: remote.root, apiURL: remote.apiURL, contentURL: remote.contentURL, url: remote.url,
+            tokenURL: tokenURL, options: remote.options, transport: transport, pacer: pacer, audio: audio, logger: logger,
+            tokens: { [self] in try tokenSource(remote, provider: descriptor, tokenURL: tokenURL) },
+            password: { [self] in try password(remote, provider: descriptor) },
+            staticToken: { [self] in try staticToken(remote) })
+        return Remote(config: remote, provider: try entry.make(build), pacer: pacer)
     }
 
-    private func makeWebDAV(_ remote: RemoteConfig, pacer: Pacer) throws -> WebDAVProvider {
-        guard let url = remote.url else {
-            throw ProviderError(.configuration, "remote '\(remote.name)': webdav needs url")
-        }
-        let auth: WebDAVOptions.Auth
-        switch remote.webdavAuth {
-        case .basic: auth = .basic
-        case .bearer: auth = .bearer(try staticToken(remote))
-        case .oauth: auth = .oauth(try staticToken(remote))
-        }
+    /// User and password: the config's `password`, else what `password_command` prints, else (for remotes whose
+    /// credential is a password) the one `cloudsync login` stored, with its user when the config names none.
+    private func password(_ remote: RemoteConfig, provider: ProviderDescriptor) throws -> (user: String, password: String) {
         var user = remote.user ?? ""
         var password = remote.password ?? ""
         if remote.password == nil, let command = remote.passwordCommand {
             password = try runPasswordCommand(command, remote: remote.name)
-        } else if remote.password == nil, auth == .basic,
+        } else if remote.password == nil, provider.credential(remote.options) == .password,
                   let stored = try AuthSetup.storedPassword(remoteName: remote.name, stateDirectory: stateDirectory) {
             password = stored.password
             if user.isEmpty, let storedUser = stored.user { user = storedUser }
         }
-        let options = WebDAVOptions(remoteName: remote.name, url: url, root: remote.root, user: user,
-                                    password: password, auth: auth)
-        return WebDAVProvider(options: options, transport: transport, pacer: pacer, audio: audio, logger: logger)
+        return (user, password)
     }
 
     /// The remote's tokens: those stored by `cloudsync login` (refreshed under a file lock shared by every
     /// process), else the config's refresh_token (seeding the store) or access_token.
-    private func tokenSource(_ remote: RemoteConfig, tokenURL: URL) throws -> any TokenSource {
-        try AuthSetup.tokenSource(remoteName: remote.name, provider: remote.provider.rawValue, tokenURL: tokenURL,
+    private func tokenSource(_ remote: RemoteConfig, provider: ProviderDescriptor, tokenURL: URL?) throws -> any TokenSource {
+        try AuthSetup.tokenSource(remoteName: remote.name, provider: provider, tokenURL: tokenURL,
                                   clientID: remote.clientID, clientSecret: remote.clientSecret,
                                   configAccessToken: remote.accessToken, configRefreshToken: remote.refreshToken,
                                   stateDirectory: stateDirectory, transport: transport, logger: logger)
     }
 
-    /// A WebDAV token (bearer/oauth): the config's access_token, else the one `login` stored.
+    /// A fixed token (WebDAV bearer/oauth): the config's access_token, else the one `login` stored.
     private func staticToken(_ remote: RemoteConfig) throws -> String {
         if let token = remote.accessToken, !token.isEmpty { return token }
         if let stored = try TokenStore(stateDirectory: stateDirectory).load(remote.name)?.tokenSet?.accessToken, !stored.isEmpty {

@@ -1,24 +1,7 @@
 import CloudSyncCore
 import Foundation
 
-/// The cloud services cloudsync can mirror from.
-public enum ProviderKind: String, CaseIterable, Sendable, Hashable {
-    case dropbox, gdrive, onedrive, yandex, webdav
-}
-
-/// How a WebDAV remote authenticates: `basic` (user/password), `bearer` (a fixed `access_token`)
-/// or `oauth` (Yandex's `Authorization: OAuth <token>`); the token comes from `access_token` or `login`.
-public enum WebDAVAuth: String, CaseIterable, Sendable, Hashable {
-    case basic, bearer, oauth
-}
-
 /// `[cache]`: where the shared cache lives and how big it may grow.
-/// How a Google Drive remote is listed: one flat enumeration of the drive (fewest requests when the root
-/// holds most of it), or a walk of the root's folders (better when the root is a small part of the drive).
-public enum DriveListing: String, CaseIterable, Sendable, Hashable {
-    case flat, walk
-}
-
 public struct CacheSettings: Sendable, Hashable {
     /// The cache root (`cache.dir`, `~` expanded); default `$XDG_CACHE_HOME/cloudsync`, else `~/.cache/cloudsync`.
     public var dir: URL
@@ -116,12 +99,9 @@ public struct RemoteConfig: Sendable, Hashable {
     public var password: String?
     /// WebDAV: a command whose standard output (first line) is the password.
     public var passwordCommand: String?
-    /// WebDAV only; `.basic` for every other provider.
-    public var webdavAuth: WebDAVAuth
-    /// Google Drive only: download files Drive flags as abuse (`acknowledgeAbuse=true`).
-    public var acknowledgeAbuse: Bool
-    /// Google Drive only: how to list (see docs/gdrive.md).
-    public var driveListing: DriveListing = .flat
+    /// The keys only this remote's provider accepts (`ProviderDescriptor.options`: WebDAV's `auth`, Drive's
+    /// `acknowledge_abuse` and `listing`), validated; absent keys mean the declared defaults.
+    public var options = ProviderOptions()
     /// Line of the `[remote.NAME]` header (0 when built in code).
     public var line: Int
     /// Which of the remote's files cloudsync keeps (`include`, `exclude`, `filter_from`, `min_size`, `max_size`,
@@ -144,7 +124,7 @@ public struct RemoteConfig: Sendable, Hashable {
                 tokenURL: URL? = nil, authURL: URL? = nil, deviceURL: URL? = nil, clientID: String? = nil,
                 clientSecret: String? = nil, accessToken: String? = nil, refreshToken: String? = nil, url: URL? = nil,
                 user: String? = nil, password: String? = nil, passwordCommand: String? = nil,
-                webdavAuth: WebDAVAuth = .basic, acknowledgeAbuse: Bool = false, line: Int = 0) {
+                options: ProviderOptions = ProviderOptions(), line: Int = 0) {
         self.name = name
         self.provider = provider
         self.root = root
@@ -161,8 +141,7 @@ public struct RemoteConfig: Sendable, Hashable {
         self.user = user
         self.password = password
         self.passwordCommand = passwordCommand
-        self.webdavAuth = webdavAuth
-        self.acknowledgeAbuse = acknowledgeAbuse
+        self.options = options
         self.line = line
     }
 }
@@ -217,9 +196,13 @@ public struct Configuration: Sendable {
     /// Values that came from `env:VAR`, by dotted key ("remote.music.password" → "MUSIC_PASSWORD");
     /// `renderMasked()` prints these as `env:VAR`.
     public var environmentReferences: [String: String]
+    /// The providers the file was validated against (messages list them; `select` finds `--provider` in them).
+    public var providers: ProviderCatalog
 
     public init(cache: CacheSettings, pull: PullSettings = PullSettings(), audio: AudioFilter = AudioFilter(),
-                remotes: [RemoteConfig] = [], file: String? = nil, environmentReferences: [String: String] = [:]) {
+                remotes: [RemoteConfig] = [], file: String? = nil, environmentReferences: [String: String] = [:],
+                providers: ProviderCatalog = ProviderCatalog([])) {
+        self.providers = providers
         self.cache = cache
         self.pull = pull
         self.audio = audio
@@ -228,9 +211,9 @@ public struct Configuration: Sendable {
         self.environmentReferences = environmentReferences
     }
 
-    /// Reads and validates the file at `path`. A missing or unreadable file is an error that says
-    /// where cloudsync looked and what to do.
-    public static func load(path: URL, environment: [String: String]) throws(ConfigError) -> Configuration {
+    /// Reads and validates the file at `path` against `providers` (the registry's catalog). A missing or
+    /// unreadable file is an error that says where cloudsync looked and what to do.
+    public static func load(path: URL, environment: [String: String], providers: ProviderCatalog) throws(ConfigError) -> Configuration {
         var isFolder: ObjCBool = false
         if FileManager.default.fileExists(atPath: path.path, isDirectory: &isFolder), isFolder.boolValue {
             throw ConfigError(file: path.path, message: "this is a folder, not a configuration file; give the file itself "
@@ -247,18 +230,19 @@ public struct Configuration: Sendable {
             throw ConfigError(file: path.path, message: "cannot read the configuration file (\(error.localizedDescription)); check its permissions")
         }
         let table = try TOMLParser.parse(bytes: [UInt8](data), file: path.path)
-        return try Configuration(table: table, file: path.path, environment: environment)
+        return try Configuration(table: table, file: path.path, environment: environment, providers: providers)
     }
 
-    /// Parses and validates configuration text; `file` labels errors.
-    public static func parse(text: String, file: String, environment: [String: String]) throws(ConfigError) -> Configuration {
+    /// Parses and validates configuration text against `providers`; `file` labels errors.
+    public static func parse(text: String, file: String, environment: [String: String],
+                             providers: ProviderCatalog) throws(ConfigError) -> Configuration {
         let table = try TOMLParser.parse(text, file: file)
-        return try Configuration(table: table, file: file, environment: environment)
+        return try Configuration(table: table, file: file, environment: environment, providers: providers)
     }
 
-    /// Validates a parsed document against the schema.
-    public init(table: TOMLTable, file: String, environment: [String: String]) throws(ConfigError) {
-        var reader = SchemaReader(file: file, environment: environment)
+    /// Validates a parsed document against the schema and the keys `providers` declare.
+    public init(table: TOMLTable, file: String, environment: [String: String], providers: ProviderCatalog) throws(ConfigError) {
+        var reader = SchemaReader(file: file, environment: environment, providers: providers)
         self = try reader.read(table)
         self.file = file
         self.environmentReferences = reader.environmentReferences
@@ -272,14 +256,14 @@ public struct Configuration: Sendable {
         let label = file ?? "configuration"
         guard !remotes.isEmpty else {
             throw ConfigError(file: label, message: "no remotes are configured; add a [remote.NAME] section with "
-                + "provider = \"dropbox\" (or gdrive, onedrive, yandex, webdav), see config.example.toml")
+                + providers.providerLine + ", see config.example.toml")
         }
         var kind: ProviderKind?
         if let provider {
-            guard let parsed = ProviderKind(rawValue: provider.lowercased()) else {
-                let hint = suggestion(for: provider, among: ProviderKind.allCases.map(\.rawValue)).map { "; did you mean '\($0)'?" } ?? ""
+            guard let parsed = providers.descriptor(named: provider.lowercased())?.kind else {
+                let hint = suggestion(for: provider, among: providers.names).map { "; did you mean '\($0)'?" } ?? ""
                 throw ConfigError(file: label, message: "unknown provider '\(provider)'; valid providers: "
-                    + ProviderKind.allCases.map(\.rawValue).joined(separator: ", ") + hint)
+                    + providers.names.joined(separator: ", ") + hint)
             }
             kind = parsed
         }
@@ -378,6 +362,15 @@ func expandingTilde(_ path: String, environment: [String: String]) -> URL {
 
 /// The closest of `candidates` to `word` when it is close enough to be a likely typo (a third of
 /// the candidate's letters at most, and never a replacement of the whole word).
+extension ProviderCatalog {
+    /// `provider = "dropbox" (or gdrive, onedrive, yandex, webdav)`: the first provider as the example, the rest after it.
+    var providerLine: String {
+        guard let first = names.first else { return "provider = \"NAME\"" }
+        let rest = names.dropFirst()
+        return "provider = \"\(first)\"" + (rest.isEmpty ? "" : " (or " + rest.joined(separator: ", ") + ")")
+    }
+}
+
 func suggestion(for word: String, among candidates: [String]) -> String? {
     let lower = word.lowercased()
     var best: (String, Int)?

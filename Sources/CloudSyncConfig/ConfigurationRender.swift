@@ -63,10 +63,14 @@ extension Configuration {
             if let age = filter.maxAge { lines.append("max_age = \(Self.quoted(Self.renderDuration(age)))") }
             if let age = filter.minAge { lines.append("min_age = \(Self.quoted(Self.renderDuration(age)))") }
             if filter.ignoreCase { lines.append("ignore_case = true") }
-            if remote.provider == .webdav { lines.append("auth = \(Self.quoted(remote.webdavAuth.rawValue))") }
-            if remote.provider == .gdrive {
-                lines.append("acknowledge_abuse = \(remote.acknowledgeAbuse)")
-                lines.append("listing = \"\(remote.driveListing.rawValue)\"")
+            for option in providers.descriptor(remote.provider)?.options ?? [] {
+                switch option.value {
+                case .shared: continue
+                case .boolean(let fallback):
+                    lines.append("\(option.key) = \(remote.options.boolean(option.key, default: fallback))")
+                case .choice(_, let fallback, _):
+                    lines.append("\(option.key) = \(Self.quoted(remote.options.text(option.key, default: fallback)))")
+                }
             }
         }
         return lines.joined(separator: "\n") + "\n"

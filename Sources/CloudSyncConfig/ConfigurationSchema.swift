@@ -8,30 +8,34 @@ enum Schema {
     static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first",
                        "head_seconds", "api_timeout", "delete"]
     static let audio = ["extensions"]
+    /// Keys every remote's section may hold, then (`sharedRemote`) keys parsed for every remote but accepted only
+    /// from the providers that declare them (`ProviderOption.Value.shared`), then the filter keys.
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
-        "client_secret", "access_token", "refresh_token", "url", "user", "password", "password_command", "auth",
-        "acknowledge_abuse", "listing", "include", "exclude", "filter_from", "min_size", "max_size", "max_age", "min_age",
-        "ignore_case",
+        "client_secret", "access_token", "refresh_token",
     ]
+    static let sharedRemote = ["url", "user", "password", "password_command"]
+    static let remoteFilter = ["include", "exclude", "filter_from", "min_size", "max_size", "max_age", "min_age", "ignore_case"]
+    /// The keys a `[remote.NAME]` may hold: the common ones, the shared ones and every provider's own, the filter keys.
+    static func remoteKeys(_ providers: ProviderCatalog) -> [String] {
+        let common = remote + sharedRemote
+        return common + providers.optionKeys.filter { !common.contains($0) } + remoteFilter
+    }
     /// Values never printed.
     static let secrets: Set<String> = ["client_secret", "access_token", "refresh_token", "password"]
-    /// Keys that only make sense for one provider.
-    static let onlyFor: [String: ProviderKind] = [
-        "url": .webdav, "user": .webdav, "password": .webdav, "password_command": .webdav, "auth": .webdav,
-        "acknowledge_abuse": .gdrive, "listing": .gdrive,
-    ]
 }
 
 /// Reads a parsed document into a `Configuration`, one error at a time, each at the offending position.
 struct SchemaReader {
     let file: String
     let environment: [String: String]
+    let providers: ProviderCatalog
     private(set) var environmentReferences: [String: String] = [:]
 
-    init(file: String, environment: [String: String]) {
+    init(file: String, environment: [String: String], providers: ProviderCatalog) {
         self.file = file
         self.environment = environment
+        self.providers = providers
     }
 
     func fail(_ message: String, at position: TOMLPosition) -> ConfigError {
@@ -161,7 +165,7 @@ struct SchemaReader {
                 remotes.append(try remote(name: name, node: node, keyPosition: remoteTable.keyPosition(name) ?? node.position))
             }
         }
-        return Configuration(cache: cache, pull: pull, audio: audio, remotes: remotes, file: file)
+        return Configuration(cache: cache, pull: pull, audio: audio, remotes: remotes, file: file, providers: providers)
     }
 
     // MARK: Remotes
@@ -181,19 +185,20 @@ struct SchemaReader {
             throw fail("remote.\(name) must be a table ([remote.\(name)]), got \(node.value.typeName)", at: node.position)
         }
         let path = "remote.\(name)"
-        try checkKeys(table, allowed: Schema.remote, section: "[remote.\(name)]")
+        try checkKeys(table, allowed: Schema.remoteKeys(providers), section: "[remote.\(name)]")
         guard let (providerName, providerAt) = try string("provider", in: table, path: path) else {
-            throw fail("remote \"\(name)\" has no provider; add provider = \"dropbox\" (or "
-                + ProviderKind.allCases.dropFirst().map(\.rawValue).joined(separator: ", ") + ")", at: table.position)
+            throw fail("remote \"\(name)\" has no provider; add " + providers.providerLine, at: table.position)
         }
-        guard let provider = ProviderKind(rawValue: providerName) else {
-            let hint = suggestion(for: providerName, among: ProviderKind.allCases.map(\.rawValue)).map { " (did you mean '\($0)'?)" } ?? ""
+        guard let descriptor = providers.descriptor(named: providerName) else {
+            let hint = suggestion(for: providerName, among: providers.names).map { " (did you mean '\($0)'?)" } ?? ""
             throw fail("unknown provider \"\(providerName)\"\(hint); valid providers: "
-                + ProviderKind.allCases.map(\.rawValue).joined(separator: ", "), at: providerAt)
+                + providers.names.joined(separator: ", "), at: providerAt)
         }
-        for key in table.keys {
-            if let only = Schema.onlyFor[key], only != provider {
-                throw fail("key '\(key)' applies only to \(only.rawValue) remotes, and \"\(name)\" is a \(provider.rawValue) remote",
+        let provider = descriptor.kind
+        for key in table.keys where descriptor.option(key) == nil {
+            let owners = providers.providers(declaring: key)
+            if !owners.isEmpty {
+                throw fail("key '\(key)' applies only to \(owners.map(\.rawValue).joined(separator: ", ")) remotes, and \"\(name)\" is a \(provider.rawValue) remote",
                            at: table.keyPosition(key) ?? table.position)
             }
         }
@@ -215,33 +220,46 @@ struct SchemaReader {
         config.user = try string("user", in: table, path: path)?.0
         config.password = try secret("password", in: table, path: path, unset: &config.unsetSecrets)
         config.passwordCommand = try secret("password_command", in: table, path: path, unset: &config.unsetSecrets)
-        if let (auth, at) = try string("auth", in: table, path: path) {
-            guard let parsed = WebDAVAuth(rawValue: auth) else {
-                throw fail("auth must be one of " + WebDAVAuth.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
-                    + ", got \"\(auth)\"", at: at)
-            }
-            config.webdavAuth = parsed
-        }
-        if let node = table["acknowledge_abuse"] {
-            guard case .boolean(let value) = node.value else {
-                throw fail("acknowledge_abuse must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
-            }
-            config.acknowledgeAbuse = value
-        }
-        if let node = table["listing"] {
-            guard case .string(let text) = node.value, let parsed = DriveListing(rawValue: text) else {
-                throw fail("listing must be \"flat\" (one enumeration of the drive) or \"walk\" (the root's folders only)",
-                           at: node.position)
-            }
-            config.driveListing = parsed
-        }
+        config.options = try options(of: descriptor, in: table, path: path)
         try readFilter(table, path: path, into: &config)
-        if provider == .webdav && config.url == nil {
-            throw fail("webdav remote \"\(name)\" has no url; add url = \"https://host/path/\"", at: table.position)
+        for option in descriptor.options where table[option.key] == nil {
+            if let example = option.requiredExample {
+                throw fail("\(provider.rawValue) remote \"\(name)\" has no \(option.key); add \(option.key) = \"\(example)\"", at: table.position)
+            }
         }
         // auth = "bearer"/"oauth" take their token from access_token or from `cloudsync login`; which one is
         // present is checked when the remote is used (exit 4 with a hint), not here.
         return config
+    }
+
+    /// The values of the provider's own keys (`.boolean`, `.choice`), each checked as the descriptor declares.
+    mutating func options(of descriptor: ProviderDescriptor, in table: TOMLTable, path: String) throws(ConfigError) -> ProviderOptions {
+        var options = ProviderOptions()
+        for option in descriptor.options {
+            guard let node = table[option.key] else { continue }
+            switch option.value {
+            case .shared:
+                continue
+            case .boolean:
+                guard case .boolean(let value) = node.value else {
+                    throw fail("\(option.key) must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
+                }
+                options[option.key] = .boolean(value)
+            case .choice(let choices, _, let invalid):
+                if let invalid {
+                    guard case .string(let text) = node.value, choices.contains(text) else { throw fail(invalid, at: node.position) }
+                    options[option.key] = .text(text)
+                } else {
+                    guard let (text, at) = try string(option.key, in: table, path: path) else { continue }
+                    guard choices.contains(text) else {
+                        throw fail("\(option.key) must be one of " + choices.map { "\"\($0)\"" }.joined(separator: ", ")
+                            + ", got \"\(text)\"", at: at)
+                    }
+                    options[option.key] = .text(text)
+                }
+            }
+        }
+        return options
     }
 
     /// A remote's filter keys, compiled into a `PathFilter` (a bad glob is an error at its string).

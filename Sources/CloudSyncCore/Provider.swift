@@ -66,12 +66,18 @@ public struct DownloadRequest: Sendable {
     }
 }
 
-/// What a provider can do. Each field is read: the conformance suite (Tests/ProviderTests/ConformanceTests.swift)
-/// holds every provider to `hashKinds` (a declared hash on every file, downloads checked by it), `hasChangeFeed`
-/// (a cursor, `.changes` from it), `supportsRanges` (ranged downloads) and `caseInsensitivePaths`, which the
-/// engine also reads to match deletions by path.
+/// What a provider can do. Each field is read by the engine, and the conformance suite
+/// (Tests/ProviderTests/ConformanceTests.swift) holds every provider to it:
+/// - `hasChangeFeed`: a pull passes the stored cursor (and stores the cursor of the last page) only when true;
+///   otherwise every pull lists fully, whatever cursor a page carries.
+/// - `supportsRanges`: when false the fetcher asks each missing run of a file in one GET (not `chunk_size` pieces,
+///   each of which a server without Range would answer with the whole file) and never runs segments.
+/// - `hashKinds`: the engine verifies a download with the strongest hash of a declared kind
+///   (`hashToVerify(for:)`, CloudSyncEngine); an empty set (declared none up front, as WebDAV) trusts whatever the file carries.
+/// - `caseInsensitivePaths`: deletions by path match case-insensitively.
 public struct ProviderCapabilities: Sendable, Hashable {
-    /// Hash kinds the provider publishes for (most) files.
+    /// Hash kinds the provider publishes: when not empty, every file carries at least one of them, and only these
+    /// are verified.
     public var hashKinds: Set<HashKind>
     /// Whether `listAudio(cursor:)` with a cursor returns only changes.
     public var hasChangeFeed: Bool

@@ -15,8 +15,9 @@ final class FileJob: Sendable {
     let remote: String
     let file: RemoteFile
     let writer: EntryWriter
-    /// The provider's best hash, verified at completion; nil when the provider publishes none (then the size
-    /// and the ETag checks on every range are what guard the bytes).
+    /// The best hash of the file of a kind the provider declares (``ProviderCapabilities/hashToVerify(for:)``),
+    /// verified at completion; nil when there is none (then the size and the ETag checks on every range are what
+    /// guard the bytes).
     let expectedHash: ContentHash?
     private let state: Mutex<State>
 
@@ -54,12 +55,13 @@ final class FileJob: Sendable {
         }
     }
 
-    init(remote: String, file: RemoteFile, writer: EntryWriter) {
+    init(remote: String, file: RemoteFile, writer: EntryWriter, capabilities: ProviderCapabilities) {
         self.remote = remote
         self.file = file
         self.writer = writer
-        expectedHash = file.preferredHash
-        state = Mutex(State(etag: writer.validator, hasher: file.preferredHash.map { makeHasher(for: $0.kind) }))
+        let expected = capabilities.hashToVerify(for: file)
+        expectedHash = expected
+        state = Mutex(State(etag: writer.validator, hasher: expected.map { makeHasher(for: $0.kind) }))
     }
 
     var fetched: Int64 { state.withLock { $0.fetched } }
@@ -266,15 +268,19 @@ struct FileFetcher: Sendable {
         guard let gap = job.writer.missingRanges().ranges.first(where: { $0.overlaps(bounds) })?.clamped(to: bounds) else {
             return nil
         }
+        // A provider whose content hosts do not honour Range sends the whole file whatever is asked: one GET per
+        // missing run, not one per chunk (each of which would send every byte before it again).
+        guard provider.capabilities.supportsRanges else { return gap }
         return gap.lowerBound ..< min(gap.upperBound, gap.lowerBound + chunkSize)
     }
 
     // MARK: Segments
 
     /// The generation to run segments in, or nil when `job` is fetched over one stream: segments are off, the
-    /// file is below the threshold, or no 206 of this generation has shown that the server honours Range yet.
+    /// provider does not declare `supportsRanges`, the file is below the threshold, or no 206 of this generation
+    /// has shown that the server honours Range yet.
     private func segmentGeneration(_ job: FileJob) -> Int? {
-        guard segments > 1, job.file.size >= segmentThreshold else { return nil }
+        guard segments > 1, job.file.size >= segmentThreshold, provider.capabilities.supportsRanges else { return nil }
         return job.withState { $0.rangesHonoured ? $0.generation : nil }
     }
 
@@ -511,5 +517,17 @@ final class LinkCache: Sendable {
 
     func store(_ link: DownloadRequest, for file: RemoteFile) {
         links.withLock { $0[key(file)] = link }
+    }
+}
+
+extension ProviderCapabilities {
+    /// The hash the engine verifies a download of `file` with: the strongest one of a kind in `hashKinds` (a hash of a
+    /// kind the provider does not declare is not trusted). A provider that declares no kinds up front (WebDAV learns
+    /// them from its server's answers) gets the strongest the file carries.
+    public func hashToVerify(for file: RemoteFile) -> ContentHash? {
+        if hashKinds.isEmpty { return file.preferredHash }
+        var declared = file
+        declared.hashes = file.hashes.filter { hashKinds.contains($0.kind) }
+        return declared.preferredHash
     }
 }

@@ -192,7 +192,8 @@ public final class OnDemand: Sendable {
                 writer.close()
                 throw CacheError(.changed, "\(remote):\(path) changed on the remote; ask again for the new version.", path: path)
             }
-            let session = FetchSession(owner: self, job: FileJob(remote: remote, file: file, writer: writer))
+            let session = FetchSession(owner: self, job: FileJob(remote: remote, file: file, writer: writer,
+                                                                capabilities: provider.capabilities))
             _ = session.add(demand)
             map[path] = session
             logger.debug("serve: fetching \(remote):\(path) on demand")

@@ -194,9 +194,11 @@ public struct Sync: Sendable {
         var excluded: Set<String> = []
         let now = Date()
         let outdated = try cache.outdatedPaths(remote: remote)
-        for try await page in provider.listAudio(cursor: try storedCursor()) {
+        // Only a provider with a change feed is given a cursor, and only its cursor is kept: any other lists fully.
+        let feed = provider.capabilities.hasChangeFeed
+        for try await page in provider.listAudio(cursor: feed ? try storedCursor() : nil) {
             kind = page.kind
-            if let c = page.cursor { survey.cursor = c }
+            if feed, let c = page.cursor { survey.cursor = c }
             skipped.formUnion(page.skippedFolders)
             var upserts = page.upserts
             if !options.filters.isEmpty {
@@ -532,7 +534,7 @@ public struct Sync: Sendable {
                 return .finished(path: file.path, result: .failed(message: error.message, exitCode: error.exitCode))
             }
             events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingRanges().byteCount))
-            let job = FileJob(remote: remote, file: file, writer: writer)
+            let job = FileJob(remote: remote, file: file, writer: writer, capabilities: provider.capabilities)
             do {
                 if let partial = try await work(job) {
                     try? await writer.flush()

@@ -7,7 +7,7 @@ import Testing
 @Suite("login flows against the local fake")
 struct LoginFlowTests {
     func remote(_ provider: String, _ fake: OAuthFake, clientID: String? = "test-client") -> LoginRemote {
-        LoginRemote(name: "music", provider: provider, clientID: clientID, tokenURL: fake.url("/token"),
+        LoginRemote(name: "music", provider: descriptor(provider), clientID: clientID, tokenURL: fake.url("/token"),
                     authURL: fake.url("/authorize"),
                     deviceURL: fake.url(provider == "yandex" ? "/device/code" : "/devicecode"), apiURL: fake.base)
     }
@@ -171,7 +171,7 @@ struct LoginFlowTests {
         let port = closed.port
         let base = URL(string: "http://127.0.0.1:\(port)")!
         closed.stop()
-        let r = LoginRemote(name: "music", provider: "onedrive", clientID: "test-client", tokenURL: base.appendingPathComponent("token"),
+        let r = LoginRemote(name: "music", provider: descriptor("onedrive"), clientID: "test-client", tokenURL: base.appendingPathComponent("token"),
                             deviceURL: base.appendingPathComponent("devicecode"), apiURL: base)
         let error = await #expect(throws: AuthError.self) {
             try await login(r, dir, LogCapture()).run(interaction: ScriptedInteraction())
@@ -184,7 +184,7 @@ struct LoginFlowTests {
     func webdav() async throws {
         let fake = try OAuthFake()
         let dir = try TemporaryDirectory()
-        let r = LoginRemote(name: "music", provider: "webdav", url: fake.url("/dav/"), user: "alice")
+        let r = LoginRemote(name: "music", provider: descriptor("webdav"), url: fake.url("/dav/"), user: "alice")
         let wrong = await #expect(throws: AuthError.self) {
             try await login(r, dir, LogCapture()).run(interaction: ScriptedInteraction(secret: "nope"))
         }

@@ -148,7 +148,7 @@ struct TokenStoreTests {
         let dir = try TemporaryDirectory()
         let transport = try sharedTransport()
         func make(access: String?, refresh: String?) throws -> any TokenSource {
-            try AuthSetup.tokenSource(remoteName: "music", provider: "onedrive", tokenURL: fake.url("/token"), clientID: "test-client",
+            try AuthSetup.tokenSource(remoteName: "music", provider: descriptor("onedrive"), tokenURL: fake.url("/token"), clientID: "test-client",
                                       clientSecret: nil, configAccessToken: access, configRefreshToken: refresh,
                                       stateDirectory: dir.url, transport: transport, logger: .silent)
         }
@@ -172,11 +172,16 @@ struct TokenStoreTests {
         let p = PKCE.random()
         #expect(p.verifier.count >= 43 && p.verifier.count <= 128)
         #expect(p.verifier.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
-        #expect(AuthSetup.defaultDeviceURL(provider: "onedrive")?.absoluteString == "https://login.microsoftonline.com/common/oauth2/v2.0/devicecode")
-        #expect(AuthSetup.defaultTokenURL(provider: "onedrive")?.absoluteString == "https://login.microsoftonline.com/common/oauth2/v2.0/token")
-        #expect(AuthSetup.defaultDeviceURL(provider: "yandex")?.absoluteString == "https://oauth.yandex.ru/device/code")
-        #expect(AuthSetup.defaultAuthURL(provider: "dropbox")?.absoluteString == "https://www.dropbox.com/oauth2/authorize")
-        #expect(AuthSetup.defaultDeviceURL(provider: "dropbox") == nil)
-        #expect(AuthSetup.authScheme(provider: "yandex").scheme == "OAuth")
+        #expect(descriptor("onedrive").oauth?.deviceURL?.absoluteString == "https://login.microsoftonline.com/common/oauth2/v2.0/devicecode")
+        #expect(descriptor("onedrive").oauth?.tokenURL.absoluteString == "https://login.microsoftonline.com/common/oauth2/v2.0/token")
+        #expect(descriptor("yandex").oauth?.deviceURL?.absoluteString == "https://oauth.yandex.ru/device/code")
+        #expect(descriptor("dropbox").oauth?.authorizeURL?.absoluteString == "https://www.dropbox.com/oauth2/authorize")
+        #expect(descriptor("dropbox").oauth?.deviceURL == nil)
+        #expect(AuthSetup.authScheme(descriptor("yandex")).scheme == "OAuth")
+        // The refresh grant repeats Microsoft's scopes, and only Microsoft's.
+        let graph = try? AuthSetup.refreshClient(remoteName: "m", provider: descriptor("onedrive"), tokenURL: nil, clientID: "c", clientSecret: nil)
+        #expect(graph?.extraFields.map(\.1) == ["Files.Read Files.Read.All offline_access"])
+        let drive = try? AuthSetup.refreshClient(remoteName: "m", provider: descriptor("gdrive"), tokenURL: nil, clientID: "c", clientSecret: nil)
+        #expect(drive?.extraFields.isEmpty == true && drive?.tokenURL.absoluteString == "https://oauth2.googleapis.com/token")
     }
 }

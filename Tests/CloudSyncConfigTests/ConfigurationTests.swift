@@ -99,18 +99,18 @@ struct ConfigurationTests {
         #expect(config.audio.isAudio(name: "a.mp3") && config.audio.isAudio(name: "b.FLAC") && !config.audio.isAudio(name: "c.ogg"))
         #expect(config.remotes.map(\.name) == ["g", "dav"])
         let g = config.remotes[0]
-        #expect(g.provider == .gdrive && g.root == "/Music" && g.line == 17)
+        #expect(g.provider == "gdrive" && g.root == "/Music" && g.line == 17)
         #expect(g.apiURL?.absoluteString == "http://127.0.0.1:8080")
         #expect(g.contentURL?.absoluteString == "http://127.0.0.1:8081")
         #expect(g.tokenURL?.absoluteString == "http://127.0.0.1:8082/token")
         #expect(g.authURL?.absoluteString == "http://127.0.0.1:8082/auth")
         #expect(g.deviceURL?.absoluteString == "http://127.0.0.1:8082/device")
         #expect(g.clientID == "id" && g.clientSecret == "cs" && g.accessToken == "at" && g.refreshToken == "rt")
-        #expect(g.acknowledgeAbuse && g.webdavAuth == .basic)
+        #expect(g.options == ProviderOptions(["acknowledge_abuse": .boolean(true)]))
         let dav = config.remotes[1]
-        #expect(dav.provider == .webdav && dav.root == "/" && dav.line == 30)
+        #expect(dav.provider == "webdav" && dav.root == "/" && dav.line == 30)
         #expect(dav.url?.absoluteString == "https://dav.example/remote.php/dav/")
-        #expect(dav.user == "me" && dav.password == "pw" && dav.passwordCommand == "pass show dav" && dav.webdavAuth == .bearer)
+        #expect(dav.user == "me" && dav.password == "pw" && dav.passwordCommand == "pass show dav" && dav.options["auth"] == .text("bearer"))
         #expect(dav.accessToken == "dav-token")
     }
 
@@ -226,7 +226,7 @@ struct ConfigurationTests {
         #expect(again.pull == config.pull)
         #expect(again.audio == config.audio)
         #expect(again.remotes.map(\.name) == ["my.box", "dav"])
-        #expect(again.remotes.map(\.provider) == [.dropbox, .webdav])
+        #expect(again.remotes.map(\.provider) == ["dropbox", "webdav"])
         #expect(again.remotes[1].url == config.remotes[1].url)
         #expect(again.remotes[0].clientSecret == "********")
     }

@@ -1,6 +1,7 @@
 import TestSupport
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncProviders
 import Foundation
 import Testing
 
@@ -24,7 +25,7 @@ struct ExampleConfigurationTests {
         #expect(config.pull == defaults.pull)
         #expect(config.audio == defaults.audio)
         #expect(config.remotes.map(\.name) == ["nas"])
-        #expect(config.remotes.first?.provider == .webdav)
+        #expect(config.remotes.first?.provider == "webdav")
     }
 
     @Test("with every commented example switched on it still parses: one remote per provider, documented defaults")
@@ -35,9 +36,9 @@ struct ExampleConfigurationTests {
         #expect(config.cache == defaults.cache)
         #expect(config.pull == defaults.pull)
         #expect(config.audio == defaults.audio)
-        #expect(Set(config.remotes.map(\.provider)) == Set(ProviderKind.allCases))
-        #expect(config.remotes.first { $0.provider == .gdrive }?.clientSecret == "gs")
-        #expect(config.remotes.first { $0.provider == .webdav }?.password == "np")
+        #expect(Set(config.remotes.map(\.provider)) == Set(ProviderRegistry.catalog.descriptors.map(\.kind)))
+        #expect(config.remotes.first { $0.provider == "gdrive" }?.clientSecret == "gs")
+        #expect(config.remotes.first { $0.provider == "webdav" }?.password == "np")
     }
 
     @Test("documents every key of the schema")
