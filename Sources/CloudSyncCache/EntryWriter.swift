@@ -224,14 +224,45 @@ public final class EntryWriter: Sendable {
         /// Nil for a plaintext entry.
         var sealer: Sealer?
         var buffers: [Int64: BlockBuffer] = [:]
+        /// Block buffers to reuse, and the sealed output of one block (both under the lock): no allocation per
+        /// block once a transfer runs.
+        var spare: [[UInt8]] = []
+        var scratch: [UInt8] = []
         /// The descriptor was closed (``close()``): reads go to the track or the index instead.
         var closed = false
     }
 
     private struct BlockBuffer {
         var bytes: [UInt8]
+        let start: Int64
+        /// Bytes `[start, start + prefix)` arrived (the usual case: in order)…
+        var prefix: Int64 = 0
+        /// …and these others (file offsets), when pieces came out of order.
+        var others: RangeSet<Int64>?
+
         /// Which bytes of the block arrived (file offsets).
-        var filled = RangeSet<Int64>()
+        var filled: RangeSet<Int64> {
+            var all = others ?? RangeSet()
+            if prefix > 0 { all.insert(contentsOf: start ..< start + prefix) }
+            return all
+        }
+
+        mutating func add(_ piece: Range<Int64>) {
+            if others == nil && piece.lowerBound <= start + prefix && piece.upperBound > start + prefix {
+                prefix = piece.upperBound - start
+            } else if others == nil && piece.upperBound <= start + prefix {
+                return
+            } else {
+                var set = others ?? RangeSet()
+                set.insert(contentsOf: piece)
+                others = set
+            }
+        }
+
+        func isWhole(_ block: Range<Int64>) -> Bool {
+            if start + prefix >= block.upperBound { return true }
+            return others != nil && filled.containsAll(block)
+        }
     }
 
     /// Held while a block is sealed and written, so a ``reset()`` (new salt, new key) never meets a block sealed
@@ -441,32 +472,49 @@ public final class EntryWriter: Sendable {
                 let piece = at ..< min(end, block.upperBound)
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[Int(piece.lowerBound - offset) ..< Int(piece.upperBound - offset)])
                 at = piece.upperBound
-                if pending.withLock({ $0.committed.containsAll(block) || $0.ranges.set.containsAll(block) }) { continue }
-                var whole: [UInt8]?
-                if piece != block || s.buffers[index] != nil {
-                    var buffer = s.buffers[index] ?? BlockBuffer(bytes: [UInt8](repeating: 0, count: block.count))
-                    buffer.bytes.withUnsafeMutableBytes { dst in
+                var buffer: BlockBuffer?
+                if let existing = s.buffers[index] {
+                    buffer = existing
+                } else if pending.withLock({ $0.committed.containsAll(block) || $0.ranges.containsAll(block) }) {
+                    continue
+                }
+                if piece != block || buffer != nil {
+                    var gathering = buffer ?? BlockBuffer(bytes: s.spare.popLast() ?? [UInt8](unsafeUninitializedCapacity: Int(layout.blockSize)) { _, n in n = Int(layout.blockSize) },
+                                                          start: block.lowerBound)
+                    s.buffers[index] = nil  // held here alone while it is changed (no copy of its bytes)
+                    gathering.bytes.withUnsafeMutableBytes { dst in
                         dst.baseAddress!.advanced(by: Int(piece.lowerBound - block.lowerBound))
                             .copyMemory(from: slice.baseAddress!, byteCount: slice.count)
                     }
-                    buffer.filled.insert(contentsOf: piece)
-                    guard buffer.filled.containsAll(block) else {
-                        s.buffers[index] = buffer
+                    gathering.add(piece)
+                    guard gathering.isWhole(block) else {
+                        s.buffers[index] = gathering
                         continue
                     }
-                    s.buffers[index] = nil
-                    whole = buffer.bytes
+                    buffer = gathering
                 }
-                var sealed = [UInt8](repeating: 0, count: block.count + Int(SealedLayout.tagSize))
-                sealed.withUnsafeMutableBytes { out in
-                    if let whole {
-                        whole.withUnsafeBytes { sealer.seal(block: index, $0, into: out) }
+                let sealedCount = block.count + Int(SealedLayout.tagSize)
+                if s.scratch.count < sealedCount {
+                    s.scratch = [UInt8](unsafeUninitializedCapacity: Int(layout.blockSize + SealedLayout.tagSize)) { _, n in
+                        n = Int(layout.blockSize + SealedLayout.tagSize)
+                    }
+                }
+                s.scratch.withUnsafeMutableBytes { raw in
+                    let out = UnsafeMutableRawBufferPointer(rebasing: raw[0 ..< sealedCount])
+                    if let buffer {
+                        buffer.bytes.withUnsafeBytes { sealer.seal(block: index, UnsafeRawBufferPointer(rebasing: $0[0 ..< block.count]), into: out) }
                     } else {
                         sealer.seal(block: index, slice, into: out)
                     }
                 }
-                try pwriteAll(fd: fd, sealed, at: layout.diskOffset(ofBlock: index), io: cache.io,
-                              display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+                if let buffer, s.spare.count < 8 { s.spare.append(buffer.bytes) }
+                let result = s.scratch.withUnsafeBytes { raw in
+                    Result { () throws(CacheError) in
+                        try pwriteAll(fd: fd, UnsafeRawBufferPointer(rebasing: raw[0 ..< sealedCount]), at: layout.diskOffset(ofBlock: index),
+                                      io: cache.io, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+                    }
+                }
+                try result.get()
                 pending.withLock {
                     $0.ranges.insert(block)
                     $0.bytesSinceCheckpoint += Int64(block.count)
@@ -885,6 +933,14 @@ struct AppendingRanges {
         }
         flush()
         tail = range
+    }
+
+    /// Whether every byte of `range` was inserted (and not removed), without building the set.
+    func containsAll(_ range: Range<Int64>) -> Bool {
+        if let tail, tail.lowerBound <= range.lowerBound && range.upperBound <= tail.upperBound { return true }
+        if stored.containsAll(range) { return true }
+        guard tail != nil else { return false }
+        return set.containsAll(range)
     }
 
     mutating func subtract(_ other: RangeSet<Int64>) {

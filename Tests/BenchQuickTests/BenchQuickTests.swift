@@ -119,6 +119,13 @@ struct BenchQuickTests {
         #expect(!table.contains("| failed |"), "table:\n\(table)")
     }
 
+    @Test("encryption --quick: plaintext and encrypted pulls and serve reads give the right bytes")
+    func encryption() throws {
+        let (status, table, stderr) = try Self.runQuick("encryption")
+        #expect(status == 0, "bench/encryption.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(table.contains("Throughput encrypted / plaintext") && table.contains("time to first byte"), "table:\n\(table)")
+    }
+
     @Test("torture --quick: every fault row behaves as expected")
     func torture() throws {
         let (status, table, stderr) = try Self.runQuick("torture")

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Encryption at rest (#26): the same pull into a plaintext and into an encrypted cache (cache.encrypt = true),
+# interleaved in one run, on a disk filesystem (BENCH_DISK, default /var/tmp) and on tmpfs; then `cloudsync
+# serve` on each of the two caches: time to first byte of a cached track (curl -r 0-0, median of 50) and the
+# throughput of reading every cached track through it (curl, one after another). Library: 60 x 8 MiB from nginx
+# WebDAV (--quick: 10 x 1 MiB). The first run of each is checked byte for byte (through serve for the encrypted
+# cache: its files are ciphertext). Prints the ratios encrypted / plaintext; asserts no timing.
+#   usage: bench/encryption.sh [--quick]
+#   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK
+source "$(dirname "$0")/lib.sh"
+need nginx curl
+if [ $QUICK = 1 ]; then count=10 size=$((1 << 20)); else count=60 size=$((8 << 20)); fi
+out=$RESULTS/encryption$([ $QUICK = 1 ] && echo -quick || true).md
+lib=$WORK/lib; make_lib "$lib" "$count" "$size"
+expect=$(tree_sum "$lib")
+start_nginx "$lib"
+gib=$(python3 -c "print($count * $size / 2**30)")
+disk=${BENCH_DISK:-/var/tmp}
+failures=0
+{ echo "# Encryption at rest: plaintext vs encrypted cache ($(date -u +%F))"; echo; machine_line
+  echo "Library: $count x $((size >> 20)) MiB from nginx WebDAV; runs per mode: $RUNS (interleaved)."; echo; } >"$out"
+
+for where in "$disk" "$SHM"; do
+    base=$(mktemp -d "$where/cloudsync-enc.XXXXXX")
+    webdav_config "$WORK/plain.toml" "$base/plain" "http://127.0.0.1:$NGINX_PORT/dav/"
+    webdav_config "$WORK/enc.toml" "$base/enc" "http://127.0.0.1:$NGINX_PORT/dav/" "encrypt = true"
+    fs=$(stat -f -c %T "$base")
+    log "pull into $base ($fs)"
+    res=$WORK/pull-$RANDOM.txt; : >"$res"
+    for run in $(seq 1 "$RUNS"); do
+        for mode in plain enc; do
+            rm -rf "${base:?}/$mode"; sync -f "$base"
+            measure "$res" "pull-$mode" "$BIN" --config "$WORK/$mode.toml" pull --quiet
+        done
+    done
+    if [ "$(tree_sum "$base/plain/tracks/bench")" != "$expect" ]; then echo "bench: plaintext pull: files differ" >&2; failures=$((failures+1)); fi
+    { echo "## pull on $fs ($where)"; echo; summarize "$res" "$gib"; echo
+      p=$(median_of "$res" pull-plain 1); e=$(median_of "$res" pull-enc 1)
+      echo "Throughput encrypted / plaintext: $(python3 -c "print(f'{$p/$e:.2f}')") (wall $e s vs $p s; goal >= 0.9)."; echo; } >>"$out"
+
+    for mode in plain enc; do
+        start_serve "$WORK/$mode.toml"
+        first=$(cd "$lib" && find . -type f | sort | head -1 | sed 's|^\./||')
+        url="http://127.0.0.1:$SERVE_PORT/tracks/bench/$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1]))' "$first")"
+        curl -s -o /dev/null "$url"
+        ttfb=$(for _ in $(seq 1 50); do curl -s -o /dev/null -r 0-0 -w '%{time_starttransfer}\n' "$url"; done | median)
+        eval "ttfb_$mode=$ttfb"
+        # Every track through serve, one curl over one connection, one after another.
+        rm -rf "$WORK/got"; mkdir -p "$WORK/got"
+        python3 - "$lib" "$WORK/got" "http://127.0.0.1:$SERVE_PORT/tracks/bench/" >"$WORK/urls.cfg" <<'PY'
+import os, sys, urllib.parse
+root, got, base = sys.argv[1:4]
+for d, _, files in sorted(os.walk(root)):
+    for n in sorted(files):
+        rel = os.path.relpath(os.path.join(d, n), root)
+        os.makedirs(os.path.dirname(os.path.join(got, rel)), exist_ok=True)
+        print(f'url = "{base}{urllib.parse.quote(rel)}"'); print(f'output = "{os.path.join(got, rel)}"')
+PY
+        start=$(date +%s.%N)
+        curl -s --fail -K "$WORK/urls.cfg"
+        end=$(date +%s.%N)
+        if [ "$(tree_sum "$WORK/got")" != "$expect" ]; then echo "bench: serve ($mode): bytes differ" >&2; failures=$((failures+1)); fi
+        eval "read_$mode=$(python3 -c "print(f'{$end-$start:.3f}')")"
+        stop_pid "$SERVE_PID"
+    done
+    { echo "serve on $fs: time to first byte of a cached track, median of 50: plaintext $(python3 -c "print(f'{$ttfb_plain*1000:.2f}')") ms, encrypted $(python3 -c "print(f'{$ttfb_enc*1000:.2f}')") ms (goal <= 2 ms)."
+      echo "serve on $fs: every track read through it ($count files, one curl over one connection, one after another): plaintext $read_plain s, encrypted $read_enc s, throughput encrypted / plaintext $(python3 -c "print(f'{$read_plain/$read_enc:.2f}')") (goal >= 0.8)."
+      echo; } >>"$out"
+    rm -rf "$base"
+done
+cat "$out"
+[ "$failures" = 0 ] || die "$failures check(s) failed"
