@@ -228,6 +228,11 @@ public final class EntryWriter: Sendable {
         /// block once a transfer runs.
         var spare: [[UInt8]] = []
         var scratch: [UInt8] = []
+        /// Whole blocks handed to the writer's sealing queue and not on disk yet: fetched, not present.
+        var inFlight = RangeSet<Int64>()
+        var inFlightCount = 0
+        /// Bumped by a discard or reset: a block sealed for an older epoch is dropped, never written.
+        var epoch = 0
         /// The descriptor was closed (``close()``): reads go to the track or the index instead.
         var closed = false
     }
@@ -270,6 +275,12 @@ public final class EntryWriter: Sendable {
     private let seal: Mutex<SealState>
     /// Where an encrypted entry's blocks are; nil for a plaintext entry.
     private let sealedLayout: SealedLayout?
+    /// Seals this file's whole blocks in order, off the network thread (encrypted entries only).
+    private let sealQueue: DispatchQueue?
+    /// Blocks handed to `sealQueue` and not done.
+    private let sealing = DispatchGroup()
+    /// Most blocks of one file in flight at once; beyond, the caller seals itself (back-pressure).
+    private static let maxBlocksInFlight = 16
 
     /// Guards bytes written but not yet committed. Lock order: `durable`, then `seal`, then `pending`.
     private let pending: Mutex<Pending>
@@ -292,6 +303,7 @@ public final class EntryWriter: Sendable {
             fd = -1
             seal = Mutex(SealState())
             sealedLayout = nil
+            sealQueue = nil
             pending = Mutex(Pending(committed: RangeSet(0..<row.file.size)))
             durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), completed: true,
                                     startSet: row.startSet, validator: row.validator))
@@ -369,6 +381,7 @@ public final class EntryWriter: Sendable {
         self.fd = fd
         seal = Mutex(SealState(sealer: sealer))
         sealedLayout = sealer?.layout
+        sealQueue = sealer == nil ? nil : DispatchQueue(label: "cloudsync-seal", qos: .userInitiated)
         pending = Mutex(Pending(committed: committed))
         durable = Mutex(Durable(committed: committed, completed: false, startSet: row.startSet,
                                 validator: generation == row.generation ? row.validator : nil))
@@ -409,7 +422,10 @@ public final class EntryWriter: Sendable {
     public func missingRanges() -> RangeSet<Int64> {
         var have = presentRanges()
         if sealedLayout != nil {
-            seal.withLock { s in for buffer in s.buffers.values { have.formUnion(buffer.filled) } }
+            seal.withLock { s in
+                for buffer in s.buffers.values { have.formUnion(buffer.filled) }
+                have.formUnion(s.inFlight)
+            }
         }
         return have.gaps(within: 0..<size)
     }
@@ -475,7 +491,8 @@ public final class EntryWriter: Sendable {
                 var buffer: BlockBuffer?
                 if let existing = s.buffers[index] {
                     buffer = existing
-                } else if pending.withLock({ $0.committed.containsAll(block) || $0.ranges.containsAll(block) }) {
+                } else if s.inFlight.containsAll(block)
+                    || pending.withLock({ $0.committed.containsAll(block) || $0.ranges.containsAll(block) }) {
                     continue
                 }
                 if piece != block || buffer != nil {
@@ -492,6 +509,25 @@ public final class EntryWriter: Sendable {
                         continue
                     }
                     buffer = gathering
+                }
+                if let sealQueue, s.inFlightCount < Self.maxBlocksInFlight {
+                    // Sealing (the CPU work) and the pwrite happen on this file's sealing queue; the caller (a
+                    // network thread) only copied bytes.
+                    var plain: [UInt8]
+                    if let buffer {
+                        plain = buffer.bytes
+                    } else {
+                        plain = s.spare.popLast() ?? [UInt8](unsafeUninitializedCapacity: Int(layout.blockSize)) { _, n in n = Int(layout.blockSize) }
+                        plain.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: slice.baseAddress!, byteCount: slice.count) }
+                    }
+                    s.inFlight.insert(contentsOf: block)
+                    s.inFlightCount += 1
+                    let epoch = s.epoch
+                    sealing.enter()
+                    sealQueue.async { [self, plain] in
+                        sealInBackground(index: index, block: block, plain: plain, sealer: sealer, epoch: epoch)
+                    }
+                    continue
                 }
                 let sealedCount = block.count + Int(SealedLayout.tagSize)
                 if s.scratch.count < sealedCount {
@@ -522,6 +558,42 @@ public final class EntryWriter: Sendable {
                 }
             }
         }
+    }
+
+    /// Seals one whole block handed off by ``writeSealed(_:at:)`` and writes it, unless its file was reset, its
+    /// bytes discarded or the writer closed meanwhile (then the block is dropped: it is fetched again). A failed
+    /// write is thrown by the next ``checkpointIfDue()``, like a failed checkpoint.
+    private func sealInBackground(index: Int64, block: Range<Int64>, plain: [UInt8], sealer: Sealer, epoch: Int) {
+        defer { sealing.leave() }
+        let count = block.count + Int(SealedLayout.tagSize)
+        var out = [UInt8](unsafeUninitializedCapacity: count) { _, n in n = count }
+        plain.withUnsafeBytes { p in
+            out.withUnsafeMutableBytes { sealer.seal(block: index, UnsafeRawBufferPointer(rebasing: p[0 ..< block.count]), into: $0) }
+        }
+        let failure = seal.withLock { (s: inout SealState) -> CacheError? in
+            s.inFlight.remove(contentsOf: block)
+            s.inFlightCount -= 1
+            if s.spare.count < 8 { s.spare.append(plain) }
+            guard !s.closed, s.epoch == epoch else { return nil }
+            do throws(CacheError) {
+                try pwriteAll(fd: fd, out, at: sealer.layout.diskOffset(ofBlock: index), io: cache.io,
+                              display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+            } catch {
+                return error
+            }
+            pending.withLock {
+                $0.ranges.insert(block)
+                $0.bytesSinceCheckpoint += Int64(block.count)
+                $0.verified = false
+            }
+            return nil
+        }
+        if let failure { pending.withLock { $0.failure = failure } }
+    }
+
+    /// Waits until every block handed to the sealing queue is on disk (or dropped): at most a few blocks' work.
+    private func settleSealing() {
+        if sealQueue != nil { sealing.wait() }
     }
 
     /// Asks the cache's writer for a checkpoint when ``CacheLimits/checkpointBytes`` were written or
@@ -555,6 +627,11 @@ public final class EntryWriter: Sendable {
     /// while the writer is busy are done together: their fdatasyncs are issued at once before each checkpoint
     /// runs (and then finds its bytes on disk), so many files flushing at once cost one journal commit.
     public func flush() async throws(CacheError) {
+        if sealQueue != nil {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                sealing.notify(queue: .global()) { done.resume() }
+            }
+        }
         try await cache.writer.flush(self)
     }
 
@@ -564,6 +641,8 @@ public final class EntryWriter: Sendable {
     /// (the entry's fingerprint moved on) or was removed since this writer opened. Blocks for the sync: async
     /// code calls ``flush()``.
     public func checkpoint() throws(CacheError) {
+        // Blocks of an encrypted entry still being sealed are written first (a few blocks' work).
+        settleSealing()
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed, !d.closed else { return }
             let snapshot = pending.withLock { p in
@@ -598,7 +677,10 @@ public final class EntryWriter: Sendable {
             if let layout = sealedLayout {
                 // Whole blocks go: a block is on disk whole or not at all.
                 range = layout.aligned(range)
-                seal.withLock { s in for index in layout.blocks(covering: range) { s.buffers[index] = nil } }
+                seal.withLock { s in
+                    for index in layout.blocks(covering: range) { s.buffers[index] = nil }
+                    s.epoch += 1
+                }
             }
             var next = d.committed
             next.remove(contentsOf: range)
@@ -641,11 +723,13 @@ public final class EntryWriter: Sendable {
             try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: display, cacheRoot: cache.root.path)
             s.sealer = fresh
             s.buffers = [:]
+            s.epoch += 1
         }
     }
 
     /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
     public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
+        if sealQueue != nil, seal.withLock({ !$0.inFlight.intersection(RangeSet(range)).isEmpty }) { settleSealing() }
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
         }
@@ -736,6 +820,7 @@ public final class EntryWriter: Sendable {
     /// report). Throws `.incomplete` if bytes are missing. Allows ``promote()`` until the next write or discard.
     public func verify(expectedHash: ContentHash?, verify: (URL) throws -> String?) throws {
         if isCompleted { return }
+        settleSealing()
         let missing = missingRanges()
         guard missing.isEmpty else {
             throw CacheError(.incomplete, "\(remote):\(path) still misses \(ByteSize.format(missing.byteCount)); fetch "
@@ -850,6 +935,7 @@ public final class EntryWriter: Sendable {
 
     /// Checkpoints what is pending (failures are logged) and releases the writer lock. Idempotent.
     public func close() {
+        settleSealing()
         let wasOpen = pending.withLock { p in
             let was = p.open
             p.open = false

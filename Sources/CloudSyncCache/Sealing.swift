@@ -258,19 +258,28 @@ public struct Sealer: Sendable {
         var failed: Int64?
         sealed.withUnsafeBytes { (src: UnsafeRawBufferPointer) in
             out.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) in
-                var plain = [UInt8](repeating: 0, count: Int(layout.blockSize))
+                var scratch: [UInt8] = []
                 for index in blocks {
                     let blockPlain = layout.plainRange(ofBlock: index)
                     let from = Int(layout.diskOffset(ofBlock: index) - diskStart)
                     let sealedBlock = UnsafeRawBufferPointer(rebasing: src[from ..< from + blockPlain.count + Int(SealedLayout.tagSize)])
-                    let opened = plain.withUnsafeMutableBytes { p in
+                    let wanted = blockPlain.clamped(to: range)
+                    let at = Int(wanted.lowerBound - range.lowerBound)
+                    if wanted == blockPlain {
+                        // A whole block of the range: opened straight into the answer.
+                        guard open(block: index, sealedBlock, into: UnsafeMutableRawBufferPointer(rebasing: dst[at ..< at + wanted.count])) else {
+                            failed = index
+                            return
+                        }
+                        continue
+                    }
+                    if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: Int(layout.blockSize)) }
+                    let opened = scratch.withUnsafeMutableBytes { p in
                         open(block: index, sealedBlock, into: UnsafeMutableRawBufferPointer(rebasing: p[0 ..< blockPlain.count]))
                     }
                     guard opened else { failed = index; return }
-                    let wanted = blockPlain.clamped(to: range)
                     let inBlock = Int(wanted.lowerBound - blockPlain.lowerBound)
-                    let at = Int(wanted.lowerBound - range.lowerBound)
-                    plain.withUnsafeBytes { p in
+                    scratch.withUnsafeBytes { p in
                         dst.baseAddress!.advanced(by: at).copyMemory(from: p.baseAddress!.advanced(by: inBlock), byteCount: wanted.count)
                     }
                 }
