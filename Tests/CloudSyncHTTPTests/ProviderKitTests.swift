@@ -248,3 +248,41 @@ actor ConcurrencyCounter {
     func enter() { now += 1; most = max(most, now) }
     func leave() { now -= 1 }
 }
+
+/// The one status → ProviderError table, and how a provider extends it.
+struct StatusTableTests {
+    @Test("statuses map to codes once for every provider", arguments: [
+        (200, nil), (206, nil), (302, nil), (400, ProviderError.Code.invalidResponse), (401, .unauthorized), (403, .forbidden),
+        (404, .notFound), (405, .invalidResponse), (408, .transient), (409, .invalidResponse), (410, .notFound),
+        (416, .invalidResponse), (423, .transient), (425, .transient), (429, .rateLimited), (500, .transient),
+        (501, .transient), (502, .transient), (503, .rateLimited), (504, .transient), (507, .quotaExceeded), (509, .transient),
+    ] as [(Int, ProviderError.Code?)])
+    func codes(_ c: (Int, ProviderError.Code?)) {
+        #expect(StatusTable.code(for: c.0) == c.1)
+        let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: c.0, headers: [:])
+        #expect(answer.standard?.code == c.1)
+        #expect(answer.standard?.status == (c.1 == nil ? nil : c.0))
+    }
+
+    @Test("messages: call, status, what the body said, then advice naming the provider and the remote")
+    func messages() throws {
+        let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 401, headers: [:], detail: ": bad_token")
+        #expect(answer.standard?.message == "Box GET /x: HTTP 401: bad_token — Box refused the credentials; run `cloudsync login b`")
+        let anonymous = ErrorAnswer(provider: "the server", remote: nil, call: "GET /x", status: 401, headers: [:])
+        #expect(anonymous.standard?.message.contains("`cloudsync login NAME` for this remote") == true)
+        let busy = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 503, headers: ["Retry-After": "9"])
+        #expect(busy.standard?.retryAfter == 9)
+        #expect(busy.standard?.message.hasSuffix("Box is throttling requests; cloudsync waits 9 s (Retry-After) and retries") == true)
+    }
+
+    @Test("a provider's body rule keeps the status, the wait and the table's advice unless it words its own")
+    func providerExtension() throws {
+        let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 403, headers: ["Retry-After": "4"],
+                                 detail: " rateLimitExceeded")
+        let throttled = answer.error(.rateLimited)
+        #expect(throttled.code == .rateLimited && throttled.status == 403 && throttled.retryAfter == 4 && throttled.isRetryable)
+        #expect(throttled.message == "Box GET /x: HTTP 403 rateLimitExceeded — Box is throttling requests; cloudsync waits 4 s (Retry-After) and retries")
+        let own = answer.error(.forbidden, "flagged as malware")
+        #expect(own.message == "Box GET /x: HTTP 403 rateLimitExceeded — flagged as malware")
+    }
+}
