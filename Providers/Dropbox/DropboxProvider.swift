@@ -58,21 +58,20 @@ public final class DropboxProvider: TokenDownloadProvider {
 
     private func list(cursor: String?, yield: @Sendable (ListingPage) -> Void) async throws {
         let root = Root(try options.normalizedRoot())
-        if let cursor {
-            if let state = DropboxCursor.decode(cursor) {
-                if state.root == root.lower {
-                    do {
-                        try await listChanges(since: state.cursor, root: root, yield: yield)
-                        return
-                    } catch let error as ProviderError where error.code == .cursorReset {
-                        logger.info("dropbox \(remoteName): the change cursor was reset by Dropbox; listing everything again")
-                    }
-                } else {
-                    logger.info("dropbox \(remoteName): the stored cursor belongs to another root ('\(state.root)'); listing everything again")
-                }
-            } else {
-                logger.info("dropbox \(remoteName): the stored cursor is not readable; listing everything again")
+        switch cursor.map(DropboxCursor.open) {
+        case .success(let state) where state.root == root.lower:
+            do {
+                try await listChanges(since: state.cursor, root: root, yield: yield)
+                return
+            } catch let error as ProviderError where error.code == .cursorReset {
+                logger.info("dropbox \(remoteName): the change cursor was reset by Dropbox; listing everything again")
             }
+        case .success(let state):
+            logger.info("dropbox \(remoteName): the stored cursor belongs to another root ('\(state.root)'); listing everything again")
+        case .failure(let refusal):
+            logger.info("dropbox \(remoteName): \(refusal)")
+        case nil:
+            break
         }
         try await listFull(root: root, yield: yield)
     }

@@ -108,5 +108,8 @@ struct DropboxUnitTests {
         #expect(DropboxCursor.decode(c.encoded()) == c)
         #expect(DropboxCursor.decode("AAE-plain-dropbox-cursor") == nil)
         #expect(DropboxCursor.decode(#"{"v":2,"root":"","cursor":"x"}"#) == nil)
+        // As cloudsync wrote it before the kit's envelope: the same spelling, still accepted.
+        #expect(DropboxCursor.decode(#"{"cursor":"AAE-xyz/==","root":"/music","v":1}"#) == c)
+        #expect(c.encoded() == #"{"cursor":"AAE-xyz/==","root":"/music","v":1}"#)
     }
 }
