@@ -102,7 +102,7 @@ public final class DropboxProvider: TokenDownloadProvider {
             }
             if !result.has_more {
                 yield(ListingPage(kind: .full, upserts: files,
-                                  cursor: DropboxCursor(root: root.lower, cursor: result.cursor).encoded()))
+                                  cursor: try DropboxCursor(root: root.lower, cursor: result.cursor).sealed()))
                 return
             }
             yield(ListingPage(kind: .full, upserts: files))
@@ -126,7 +126,7 @@ public final class DropboxProvider: TokenDownloadProvider {
         }
         if !feed.deletions.isEmpty { yield(ListingPage(kind: .changes, deletions: feed.deletions)) }
         yield(ListingPage(kind: .changes, upserts: feed.orderedUpserts,
-                          cursor: DropboxCursor(root: root.lower, cursor: current).encoded()))
+                          cursor: try DropboxCursor(root: root.lower, cursor: current).sealed()))
     }
 
     /// The net effect of a change feed, entries applied in order.

@@ -7,7 +7,7 @@ import Foundation
 /// (in the kit's ``CursorEnvelope``), because Drive's change feed names items by id with their current parent only:
 /// paths of files under a renamed or moved folder can only be rebuilt from the folder map, and duplicate-name
 /// suffixes (``ItemTree/Naming/distinct``) can only be kept stable from the file map.
-struct DriveTree: Codable, Sendable, Equatable {
+struct DriveTree: VersionedCursor, Sendable, Equatable {
     typealias Items = ItemTree<File>
 
     struct File: TreeFile {
@@ -54,14 +54,6 @@ struct DriveTree: Codable, Sendable, Equatable {
     var files: [String: File] {
         get { items.files }
         set { items.files = newValue }
-    }
-
-    /// The cursor text.
-    func sealed() throws -> String { try CursorEnvelope.seal(self, version: Self.version) }
-
-    /// The tree in cursor `text`, or why it cannot be used.
-    static func open(_ text: String) -> Result<DriveTree, CursorEnvelope.Refusal> {
-        CursorEnvelope.open(DriveTree.self, from: text, version: version)
     }
 
     /// Drops folders and files not reachable from the root (moved out of the root, or parents unknown).

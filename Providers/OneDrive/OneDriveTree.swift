@@ -120,7 +120,7 @@ extension OneDriveTree {
 /// What the listing cursor holds, in the kit's ``CursorEnvelope`` (version 1, the spelling this cursor always
 /// had): the deltaLink to resume from and the tree it describes, plus the settings that shaped the tree (a cursor
 /// made for another root or audio filter is not reused).
-struct OneDriveCursor: Codable, Sendable {
+struct OneDriveCursor: VersionedCursor, Sendable {
     static let version = 1
 
     /// Lowercased root segments joined by "/".
@@ -132,12 +132,6 @@ struct OneDriveCursor: Codable, Sendable {
 
     static func key(root: [String]) -> String { root.map { $0.lowercased() }.joined(separator: "/") }
     static func key(audio: AudioFilter) -> String { audio.extensions.sorted().joined(separator: ",") }
-
-    func sealed() throws -> String { try CursorEnvelope.seal(self, version: Self.version) }
-
-    static func open(_ text: String) -> Result<OneDriveCursor, CursorEnvelope.Refusal> {
-        CursorEnvelope.open(OneDriveCursor.self, from: text, version: version)
-    }
 }
 
 /// The changes between two trees as a change feed: upserts for files that are new, changed or moved, and

@@ -54,3 +54,19 @@ public enum CursorEnvelope {
         }
     }
 }
+
+/// A provider's cursor payload of one format version, sealed and opened through ``CursorEnvelope``.
+public protocol VersionedCursor: Codable {
+    /// The payload's format; a stored cursor of another one is refused (a full listing).
+    static var version: Int { get }
+}
+
+extension VersionedCursor {
+    /// The cursor text.
+    public func sealed() throws -> String { try CursorEnvelope.seal(self, version: Self.version) }
+
+    /// The payload in cursor `text`, or why it cannot be used.
+    public static func open(_ text: String) -> Result<Self, CursorEnvelope.Refusal> {
+        CursorEnvelope.open(Self.self, from: text, version: version)
+    }
+}
