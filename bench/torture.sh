@@ -227,8 +227,8 @@ PY
     row "$name" "$fault" "$want" "$WORK/yd.toml" "$WORK/exp"
     stop_all
 }
-yandex_row yandex-429-download "download host: 429 Retry-After: 1, three times" 0 '' '{"throttle": {"count": 3, "status": 429, "retry_after": "1", "target": "download"}}'
-yandex_row yandex-503-api "API: 503 (no Retry-After), three times" 0 '' '{"throttle": {"count": 3, "status": 503, "retry_after": null, "target": "api"}}'
+yandex_row yandex-429-download "download host: 429 Retry-After: 1, three times" 0 '' '{"op": "throttle", "count": 3, "status": 429, "retry_after": "1", "target": "download"}'
+yandex_row yandex-503-api "API: 503 (no Retry-After), three times" 0 '' '{"op": "throttle", "count": 3, "status": 503, "retry_after": null, "target": "api"}'
 yandex_row yandex-link-expiry "download href answers 410 after 1 use" 0 '{"href_max_uses": 1, "href_expired_status": 410}' ''
 
 {

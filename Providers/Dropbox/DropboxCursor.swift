@@ -1,10 +1,12 @@
+import CloudSyncHTTP
 import Foundation
 
-/// What `listAudio` hands back as its opaque cursor: Dropbox's own cursor plus the root it was made for,
-/// so that a changed `root` in the config forces a full listing instead of a change feed of another folder.
-struct DropboxCursor: Codable, Equatable {
-    /// Format version; other versions are treated as unreadable (full listing).
-    var v: Int = 1
+/// What `listAudio` hands back as its opaque cursor, in the kit's ``CursorEnvelope`` (version 1, the spelling
+/// this type always had: `{"cursor","root","v":1}`): Dropbox's own cursor plus the root it was made for, so that a
+/// changed `root` in the config forces a full listing instead of a change feed of another folder.
+struct DropboxCursor: VersionedCursor, Equatable {
+    static let version = 1
+
     /// The normalized root in lower case ("" for the whole account).
     var root: String
     /// The last `cursor` of a `list_folder` listing or `continue` feed.
@@ -15,19 +17,12 @@ struct DropboxCursor: Codable, Equatable {
         self.cursor = cursor
     }
 
-    /// A compact JSON text.
-    func encoded() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding two strings and an Int cannot fail.
-        guard let data = try? encoder.encode(self) else { return "" }
-        return String(decoding: data, as: UTF8.self)
+    /// The cursor in `text`, or why it cannot be used (an older version, another provider's, damage, no token).
+    static func open(_ text: String) -> Result<DropboxCursor, CursorEnvelope.Refusal> {
+        CursorEnvelope.open(DropboxCursor.self, from: text, version: version).flatMap {
+            $0.cursor.isEmpty ? .failure(.unreadable) : .success($0)
+        }
     }
 
-    /// Nil when `text` is not a cursor of this format (an older version, another provider, damage).
-    static func decode(_ text: String) -> DropboxCursor? {
-        guard let value = try? JSONDecoder().decode(DropboxCursor.self, from: Data(text.utf8)),
-              value.v == 1, !value.cursor.isEmpty else { return nil }
-        return value
-    }
+    static func decode(_ text: String) -> DropboxCursor? { try? open(text).get() }
 }

@@ -58,21 +58,20 @@ public final class DropboxProvider: TokenDownloadProvider {
 
     private func list(cursor: String?, yield: @Sendable (ListingPage) -> Void) async throws {
         let root = Root(try options.normalizedRoot())
-        if let cursor {
-            if let state = DropboxCursor.decode(cursor) {
-                if state.root == root.lower {
-                    do {
-                        try await listChanges(since: state.cursor, root: root, yield: yield)
-                        return
-                    } catch let error as ProviderError where error.code == .cursorReset {
-                        logger.info("dropbox \(remoteName): the change cursor was reset by Dropbox; listing everything again")
-                    }
-                } else {
-                    logger.info("dropbox \(remoteName): the stored cursor belongs to another root ('\(state.root)'); listing everything again")
-                }
-            } else {
-                logger.info("dropbox \(remoteName): the stored cursor is not readable; listing everything again")
+        switch cursor.map(DropboxCursor.open) {
+        case .success(let state) where state.root == root.lower:
+            do {
+                try await listChanges(since: state.cursor, root: root, yield: yield)
+                return
+            } catch let error as ProviderError where error.code == .cursorReset {
+                logger.info("dropbox \(remoteName): the change cursor was reset by Dropbox; listing everything again")
             }
+        case .success(let state):
+            logger.info("dropbox \(remoteName): the stored cursor belongs to another root ('\(state.root)'); listing everything again")
+        case .failure(let refusal):
+            logger.info("dropbox \(remoteName): \(refusal)")
+        case nil:
+            break
         }
         try await listFull(root: root, yield: yield)
     }
@@ -103,7 +102,7 @@ public final class DropboxProvider: TokenDownloadProvider {
             }
             if !result.has_more {
                 yield(ListingPage(kind: .full, upserts: files,
-                                  cursor: DropboxCursor(root: root.lower, cursor: result.cursor).encoded()))
+                                  cursor: try DropboxCursor(root: root.lower, cursor: result.cursor).sealed()))
                 return
             }
             yield(ListingPage(kind: .full, upserts: files))
@@ -127,7 +126,7 @@ public final class DropboxProvider: TokenDownloadProvider {
         }
         if !feed.deletions.isEmpty { yield(ListingPage(kind: .changes, deletions: feed.deletions)) }
         yield(ListingPage(kind: .changes, upserts: feed.orderedUpserts,
-                          cursor: DropboxCursor(root: root.lower, cursor: current).encoded()))
+                          cursor: try DropboxCursor(root: root.lower, cursor: current).sealed()))
     }
 
     /// The net effect of a change feed, entries applied in order.
@@ -263,71 +262,43 @@ public final class DropboxProvider: TokenDownloadProvider {
         return path.hasPrefix("/2/") ? String(path.dropFirst(3)) : path
     }
 
-    /// Maps a Dropbox answer to an error; nil for 2xx. By status (SDK `ParseError`): 400 plain text, 401
-    /// `AuthError`, 403 `AccessError`, 409 the route's error union, 429 `RateLimitError` (JSON or plain text),
-    /// 5xx server errors.
+    /// Maps a Dropbox answer to an error; nil for 2xx. Statuses follow the kit's ``StatusTable``; the bodies
+    /// (SDK `ParseError`: 401 `AuthError`, 409 the route's error union, 429 `RateLimitError`) refine them:
     ///
-    /// - 401 `expired_access_token` → `.tokenExpired` (refreshed once); any other 401 → `.unauthorized`.
+    /// - 401 `expired_access_token` → `.tokenExpired` (refreshed once); `user_suspended`, `missing_scope` say so.
     /// - 409 `reset` → `.cursorReset`; `not_found`/`not_file` → `.notFound`; `restricted_content`,
     ///   `unsupported_content_type`, `unsupported_file`, `locked` → `.forbidden`; `not_folder`, `malformed_path`
     ///   → `.configuration`; `insufficient_space` → `.quotaExceeded`; `too_many_write_operations` →
     ///   `.rateLimited`; others → `.invalidResponse`.
     /// - 429 → `.rateLimited` with `Retry-After`, else the body's `error.retry_after`, else nil (backoff).
-    /// - 400 → `.invalidResponse` with Dropbox's text; 403 → `.forbidden`; 5xx → `.transient` (503 `.rateLimited`).
     public static func classify(status: Int, headers: HTTPHeaders, body: Data, route: String, remoteName: String) -> ProviderError? {
-        guard status >= 300 else { return nil }
         let error = DropboxAPI.ErrorBody(body)
-        let summary = error?.summary ?? plainText(body)
-        let detail = summary.map { ": \($0)" } ?? ""
-        let context = "Dropbox \(route) for remote '\(remoteName)'"
-        func make(_ code: ProviderError.Code, _ advice: String, retryAfter: TimeInterval? = nil) -> ProviderError {
-            ProviderError(code, "\(context): HTTP \(status)\(detail) — \(advice)", status: status, retryAfter: retryAfter)
-        }
+        var answer = ErrorAnswer(provider: "Dropbox", remote: remoteName, call: "Dropbox \(route) for remote '\(remoteName)'",
+                                 status: status, headers: headers,
+                                 detail: (error?.summary ?? ProviderError.bodyExcerpt(body)).map { ": \($0)" })
+        if status == 429 { answer.retryAfter = answer.retryAfter ?? error?.retryAfter }
+        guard let error else { return answer.standard }
         switch status {
-        case 400:
-            return make(.invalidResponse, "Dropbox refused the request as malformed; check api_url, content_url and root, or report a cloudsync bug")
-        case 401:
-            if error?.has("expired_access_token") == true {
-                return make(.tokenExpired, "the access token expired; cloudsync refreshes it")
-            }
-            if error?.has("user_suspended") == true {
-                return make(.unauthorized, "the Dropbox account is suspended; sort it out with Dropbox, then run `cloudsync login \(remoteName)`")
-            }
-            if error?.has("missing_scope") == true {
-                return make(.unauthorized, "the app lacks a permission it needs (files.metadata.read, files.content.read); run `cloudsync login \(remoteName)`")
-            }
-            return make(.unauthorized, "Dropbox refused the access token; run `cloudsync login \(remoteName)`")
-        case 403:
-            return make(.forbidden, "Dropbox denies access; check the app's permissions on this account or folder")
-        case 409:
-            guard let error else { return make(.invalidResponse, "unexpected answer from Dropbox; retry later or report a cloudsync bug") }
-            if error.has("reset") { return make(.cursorReset, "the change cursor is no longer valid; cloudsync lists everything again") }
-            if error.has("not_found") || error.has("not_file") {
-                return make(.notFound, "no such file or folder; it may have been moved or deleted, pull again to refresh the listing")
-            }
-            if error.has("restricted_content") || error.has("unsupported_content_type") || error.has("unsupported_file") || error.has("locked") {
-                return make(.forbidden, "Dropbox will not serve this file; it is skipped")
-            }
-            if error.has("not_folder") || error.has("malformed_path") {
-                return make(.configuration, "the path is not a folder Dropbox can list; check root in the config")
-            }
-            if error.has("insufficient_space") { return make(.quotaExceeded, "the Dropbox account is out of space") }
-            if error.has("too_many_write_operations") || error.has("too_many_requests") {
-                return make(.rateLimited, "Dropbox is throttling; cloudsync waits and retries", retryAfter: retryAfter(from: headers))
-            }
-            return make(.invalidResponse, "unexpected error from Dropbox; retry later or report a cloudsync bug")
-        case 429:
-            let wait = retryAfter(from: headers) ?? error?.retryAfter
-            return make(.rateLimited, "Dropbox is throttling requests; cloudsync waits and retries", retryAfter: wait)
+        case 401 where error.has("expired_access_token"):
+            return answer.error(.tokenExpired, "the access token expired; cloudsync refreshes it")
+        case 401 where error.has("user_suspended"):
+            return answer.error(.unauthorized, "the Dropbox account is suspended; sort it out with Dropbox, then run `cloudsync login \(remoteName)`")
+        case 401 where error.has("missing_scope"):
+            return answer.error(.unauthorized, "the app lacks a permission it needs (files.metadata.read, files.content.read); run `cloudsync login \(remoteName)`")
+        case 409 where error.has("reset"):
+            return answer.error(.cursorReset)
+        case 409 where error.has("not_found") || error.has("not_file"):
+            return answer.error(.notFound)
+        case 409 where ["restricted_content", "unsupported_content_type", "unsupported_file", "locked"].contains(where: error.has):
+            return answer.error(.forbidden, "Dropbox will not serve this file; it is skipped")
+        case 409 where error.has("not_folder") || error.has("malformed_path"):
+            return answer.error(.configuration, "the path is not a folder Dropbox can list; check root in the config")
+        case 409 where error.has("insufficient_space"):
+            return answer.error(.quotaExceeded)
+        case 409 where error.has("too_many_write_operations") || error.has("too_many_requests"):
+            return answer.error(.rateLimited)
         default:
-            return ProviderError.fromHTTP(status: status, headers: headers, body: body, context: context)
+            return answer.standard
         }
-    }
-
-    /// A short one-line excerpt of a plain-text body, or nil.
-    static func plainText(_ body: Data) -> String? {
-        guard !body.isEmpty, let text = String(data: body.prefix(300), encoding: .utf8) else { return nil }
-        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
-        return line.isEmpty ? nil : String(line.prefix(200))
     }
 }

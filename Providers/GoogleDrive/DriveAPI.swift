@@ -105,42 +105,37 @@ enum DriveAPI {
 
     // MARK: Errors
 
-    /// Maps a Drive answer to an error (nil = success), per the handle-errors guide and rclone `shouldRetry`:
+    /// Maps a Drive answer to an error (nil = success): the kit's ``StatusTable``, refined by `error.errors[0]`
+    /// per the handle-errors guide and rclone `shouldRetry`:
     /// - 401 → `.tokenExpired` (Drive does not tell expired from revoked: the client refreshes once);
-    /// - 403/429 `userRateLimitExceeded`/`rateLimitExceeded`, 429 → `.rateLimited` (Retry-After when sent,
-    ///   else the pacer's exponential backoff);
+    /// - 403 `userRateLimitExceeded`/`rateLimitExceeded` → `.rateLimited`, as 429;
     /// - 403 `downloadQuotaExceeded`/`dailyLimitExceeded`/`quotaExceeded` → `.quotaExceeded` (not retried);
-    /// - 403 `cannotDownloadAbusiveFile` → `.forbidden` naming the `acknowledge_abuse` option; other 403 → `.forbidden`;
-    /// - 404 → `.notFound`; 400 on `pageToken` → `.cursorReset`; other 400 → `.invalidResponse`;
-    /// - 5xx → `.transient`.
+    /// - 403 `cannotDownloadAbusiveFile` → `.forbidden` naming the `acknowledge_abuse` option;
+    /// - 400 on `pageToken` → `.cursorReset`;
+    /// - 503 → `.transient`: Drive's `backendError`, retried by one request, not a pause of the whole remote.
     static func classify(_ response: HTTPResponse, remoteName: String) -> ProviderError? {
         let status = response.status
-        guard status >= 400 else { return nil }
         let body = try? JSONDecoder().decode(ErrorBody.self, from: response.body)
         let item = body?.error.errors?.first
         let reason = item?.reason ?? ""
-        let serverMessage = (item?.message ?? body?.error.message).map { " (\($0))" } ?? ""
-        let shown = "Drive \(redactedURL(response.head.url))"
-        let wait = retryAfter(from: response.headers)
+        let answer = ErrorAnswer(provider: "Drive", remote: remoteName, call: "Drive \(redactedURL(response.head.url))",
+                                 status: status, headers: response.headers,
+                                 detail: (reason.isEmpty ? "" : " \(reason)") + ((item?.message ?? body?.error.message).map { " (\($0))" } ?? ""))
         switch (status, reason) {
         case (401, _):
-            return ProviderError(.tokenExpired, "\(shown): HTTP 401\(serverMessage) — the access token was refused; refreshing it, else run `cloudsync login \(remoteName)`", status: status)
-        case (403, "userRateLimitExceeded"), (403, "rateLimitExceeded"), (429, _):
-            return ProviderError(.rateLimited, "\(shown): HTTP \(status) \(reason.isEmpty ? "rate limited" : reason) — Drive is throttling; cloudsync backs off and retries", status: status, retryAfter: wait)
+            return answer.error(.tokenExpired)
+        case (403, "userRateLimitExceeded"), (403, "rateLimitExceeded"):
+            return answer.error(.rateLimited)
         case (403, "downloadQuotaExceeded"), (403, "dailyLimitExceeded"), (403, "quotaExceeded"):
-            return ProviderError(.quotaExceeded, "\(shown): HTTP 403 \(reason)\(serverMessage) — Drive's download quota for this file or account is used up; try again in 24 hours", status: status)
+            return answer.error(.quotaExceeded, "Drive's download quota for this file or account is used up; try again in 24 hours")
         case (403, "cannotDownloadAbusiveFile"):
-            return ProviderError(.forbidden, "\(shown): HTTP 403 cannotDownloadAbusiveFile — Drive flagged this file as malware or spam; set acknowledge_abuse = true for remote '\(remoteName)' to download it anyway", status: status)
-        case (403, _):
-            return ProviderError(.forbidden, "\(shown): HTTP 403 \(reason)\(serverMessage) — access denied; check that the account can read this file", status: status)
-        case (404, _), (410, _):
-            return ProviderError(.notFound, "\(shown): HTTP \(status)\(serverMessage) — no such file or folder; it may have been deleted, list again", status: status)
+            return answer.error(.forbidden, "Drive flagged this file as malware or spam; set acknowledge_abuse = true for remote '\(remoteName)' to download it anyway")
         case (400, _) where item?.location == "pageToken":
-            return ProviderError(.cursorReset, "\(shown): HTTP 400 invalid pageToken — the saved change cursor is no longer valid; listing everything again", status: status)
-        case (500..., _):
-            return ProviderError(.transient, "\(shown): HTTP \(status)\(serverMessage) — Drive server error; cloudsync retries with backoff", status: status, retryAfter: wait)
+            return answer.error(.cursorReset)
+        case (503, _):
+            return answer.error(.transient)
         default:
-            return ProviderError(.invalidResponse, "\(shown): HTTP \(status) \(reason)\(serverMessage) — Drive refused the request; check api_url and report this as a cloudsync bug", status: status)
+            return answer.standard
         }
     }
 }

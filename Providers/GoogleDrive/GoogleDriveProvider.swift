@@ -61,18 +61,20 @@ public final class GoogleDriveProvider: Provider {
     private var normalizedRoot: String { options.rootSegments.joined(separator: "/") }
 
     private func list(cursor: String?, _ yield: @Sendable (ListingPage) -> Void) async throws {
-        if let cursor {
-            if let tree = try? JSONDecoder().decode(DriveTree.self, from: Data(cursor.utf8)),
-               tree.version == DriveTree.currentVersion, tree.root == normalizedRoot {
-                do {
-                    try await listChanges(since: tree, yield)
-                    return
-                } catch let error as ProviderError where error.code == .cursorReset {
-                    logger.info("gdrive \(remoteName): \(error.message)")
-                }
-            } else {
-                logger.info("gdrive \(remoteName): the saved cursor is from another version or root; listing everything")
+        switch cursor.map(DriveTree.open) {
+        case .success(let tree) where tree.root == normalizedRoot:
+            do {
+                try await listChanges(since: tree, yield)
+                return
+            } catch let error as ProviderError where error.code == .cursorReset {
+                logger.info("gdrive \(remoteName): \(error.message)")
             }
+        case .success(let tree):
+            logger.info("gdrive \(remoteName): the saved cursor was made for root '\(tree.root)'; listing everything")
+        case .failure(let refusal):
+            logger.info("gdrive \(remoteName): \(refusal)")
+        case nil:
+            break
         }
         try await listFull(yield)
     }
@@ -112,8 +114,7 @@ public final class GoogleDriveProvider: Provider {
             }
             for change in page.changes ?? [] {
                 guard let id = change.fileId ?? change.file?.id, id != tree.rootID else { continue }
-                tree.folders[id] = nil
-                tree.files[id] = nil
+                tree.items.remove(id)
                 guard change.removed != true, let file = change.file, file.trashed != true else { continue }
                 if file.isFolder, old.folders[id] == nil { newFolders.insert(id) }
                 absorb(file, into: &tree)
@@ -142,8 +143,7 @@ public final class GoogleDriveProvider: Provider {
 
     private func emit(kind: ListingKind, upserts: [RemoteFile], deletions: [RemoteDeletion], tree: DriveTree,
                       _ yield: @Sendable (ListingPage) -> Void) throws {
-        let data = try JSONEncoder().encode(tree)
-        let cursor = String(decoding: data, as: UTF8.self)
+        let cursor = try tree.sealed()
         var start = 0
         repeat {
             let end = min(upserts.count, start + Self.filesPerPage)
@@ -159,7 +159,7 @@ public final class GoogleDriveProvider: Provider {
     private func absorb(_ file: DriveAPI.File, into tree: inout DriveTree) {
         guard file.trashed != true, let parent = file.parents?.first, let name = file.name else { return }
         if file.isFolder {
-            tree.folders[file.id] = DriveTree.Folder(name: name, parent: parent)
+            tree.items.setFolder(file.id, name: name, parent: parent)
             return
         }
         guard !file.isGoogleNative, audio.isAudio(name: name, mimeType: file.mimeType) else { return }
@@ -167,9 +167,9 @@ public final class GoogleDriveProvider: Provider {
             logger.debug("gdrive \(remoteName): skipping '\(name)' (\(file.id)): Drive gave no size")
             return
         }
-        tree.files[file.id] = DriveTree.File(name: name, parent: parent, size: size, mimeType: file.mimeType,
+        tree.items.setFile(file.id, DriveTree.File(name: name, parent: parent, size: size, mimeType: file.mimeType,
                                             md5: file.md5Checksum, sha256: file.sha256Checksum,
-                                            modified: file.modifiedTime, revision: file.headRevisionId)
+                                            modified: file.modifiedTime, revision: file.headRevisionId))
     }
 
     /// Folders asked for in one walk query (rclone's ListR groups 50 the same way), keeping `q` short.

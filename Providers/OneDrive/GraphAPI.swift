@@ -133,55 +133,32 @@ enum GraphAPI {
         return "\(what) at \(host)"
     }
 
-    /// Maps a Graph answer to an error (nil for 2xx). Statuses and codes from the Graph error docs and rclone's
-    /// onedrive `shouldRetry`: 429/503 (+Retry-After) → `.rateLimited`; 500/502/504/509/408 → `.transient`;
-    /// 401 `InvalidAuthenticationToken` or `WWW-Authenticate: … error="expired_token"|"invalid_token"` →
-    /// `.tokenExpired` (other 401 → `.unauthorized`); 403 → `.forbidden`; 404 → `.notFound`; 410 on the delta
-    /// feed or with a `resync*` code → `.cursorReset` (cause ``ResyncRequired``); 507 → `.quotaExceeded`;
-    /// other 4xx → `.invalidResponse`.
+    /// Maps a Graph answer to an error (nil for 2xx): the kit's ``StatusTable`` (which is rclone's onedrive
+    /// `shouldRetry`), refined by the Graph error docs: 401 `InvalidAuthenticationToken`, no body, or
+    /// `WWW-Authenticate: … error="expired_token"|"invalid_token"` → `.tokenExpired`; 410 on the delta feed or with
+    /// a `resync*` code → `.cursorReset` (cause ``ResyncRequired``); 403 names the scopes to check.
     static func classify(_ response: HTTPResponse, remoteName: String, now: Date = Date()) -> ProviderError? {
         let status = response.status
         if (200..<300).contains(status) { return nil }
         let body = ErrorBody(response.body)
         let codes = body?.codes ?? []
-        let detail = (body?.code.map { " \($0)" } ?? "") + (body?.message.map { ": \(clip($0))" } ?? "")
-        let what = "OneDrive remote '\(remoteName)': \(describe(response.head.url)) answered HTTP \(status)\(detail)"
-        let wait = retryAfter(from: response.headers, now: now)
+        let answer = ErrorAnswer(provider: "Graph", remote: remoteName, call: "OneDrive remote '\(remoteName)', \(describe(response.head.url))",
+                                 status: status, headers: response.headers,
+                                 detail: (body?.code.map { " \($0)" } ?? "") + (body?.message.map { ": \(ProviderError.bodyExcerpt(Data($0.utf8)) ?? "")" } ?? ""),
+                                 now: now)
         switch status {
         case 401:
             let challenge = response.headers.values("WWW-Authenticate").joined(separator: ",").lowercased()
-            if codes.contains("invalidauthenticationtoken") || challenge.contains("expired_token")
-                || challenge.contains("invalid_token") || body == nil {
-                return ProviderError(.tokenExpired, "\(what) — the access token expired; cloudsync refreshes it, and if that keeps failing run `cloudsync login \(remoteName)`", status: status)
-            }
-            return ProviderError(.unauthorized, "\(what) — Graph refused the credentials; run `cloudsync login \(remoteName)`", status: status)
+            guard codes.contains("invalidauthenticationtoken") || challenge.contains("expired_token")
+                || challenge.contains("invalid_token") || body == nil else { return answer.standard }
+            return answer.error(.tokenExpired)
         case 403:
-            return ProviderError(.forbidden, "\(what) — access denied; check that the account may read this item (scopes Files.Read, Files.Read.All)", status: status)
-        case 404:
-            return ProviderError(.notFound, "\(what) — the item no longer exists; run `cloudsync pull` again to refresh the listing", status: status)
+            return answer.error(.forbidden, "access denied; check that the account may read this item (scopes Files.Read, Files.Read.All)")
         case 410 where response.head.url.path.contains("/delta") || codes.contains(where: { $0.hasPrefix("resync") }):
             let location = response.headers["Location"].flatMap { URL(string: $0, relativeTo: response.head.url)?.absoluteURL }
-            return ProviderError(.cursorReset, "\(what) — the change token is too old; cloudsync lists everything again", status: status,
-                                 cause: ResyncRequired(location: location))
-        case 410:
-            return ProviderError(.notFound, "\(what) — the item is gone; run `cloudsync pull` again to refresh the listing", status: status)
-        case 429, 503:
-            return ProviderError(.rateLimited, "\(what) — Graph is throttling this account; cloudsync waits\(wait.map { " \(Int($0)) s (Retry-After)" } ?? "") and retries", status: status, retryAfter: wait)
-        case 408, 500, 502, 504, 509:
-            return ProviderError(.transient, "\(what) — temporary server failure; cloudsync retries with backoff", status: status, retryAfter: wait)
-        case 507:
-            return ProviderError(.quotaExceeded, "\(what) — the drive's quota is exhausted (quotaExceeded); free space on OneDrive", status: status)
-        case 416:
-            return ProviderError(.invalidResponse, "\(what) — range outside the file; its size changed, run `cloudsync pull` again", status: status)
-        case 500...:
-            return ProviderError(.transient, "\(what) — server error; cloudsync retries with backoff", status: status, retryAfter: wait)
+            return answer.error(.cursorReset, cause: ResyncRequired(location: location))
         default:
-            return ProviderError(.invalidResponse, "\(what) — the request was refused; check api_url and root in the config", status: status)
+            return answer.standard ?? answer.error(.invalidResponse)  // a redirect the transport did not follow
         }
-    }
-
-    private static func clip(_ text: String) -> String {
-        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
-        return line.count > 200 ? String(line.prefix(200)) + "…" : line
     }
 }

@@ -66,19 +66,22 @@ public final class OneDriveProvider: TokenDownloadProvider {
 
     func list(cursor: String?) async throws -> [ListingPage] {
         var start = try rootDeltaURL()
-        if let cursor {
-            if let state = decodeCursor(cursor) {
-                do {
-                    var tree = state.tree
-                    let link = try await enumerate(from: try rebase(state.deltaLink), into: &tree)
-                    return try pages(kind: .changes, old: state.tree, new: tree, deltaLink: link)
-                } catch let error as ProviderError where error.code == .cursorReset {
-                    logger.info("onedrive \(remoteName): the change token expired (HTTP 410); listing everything again")
-                    if let location = (error.cause as? GraphAPI.ResyncRequired)?.location { start = try rebase(location.absoluteString) }
-                }
-            } else {
-                logger.info("onedrive \(remoteName): the stored cursor does not fit this configuration; listing everything")
+        switch cursor.map(OneDriveCursor.open) {
+        case .success(let state) where fits(state):
+            do {
+                var tree = state.tree
+                let link = try await enumerate(from: try rebase(state.deltaLink), into: &tree)
+                return try pages(kind: .changes, old: state.tree, new: tree, deltaLink: link)
+            } catch let error as ProviderError where error.code == .cursorReset {
+                logger.info("onedrive \(remoteName): the change token expired (HTTP 410); listing everything again")
+                if let location = (error.cause as? GraphAPI.ResyncRequired)?.location { start = try rebase(location.absoluteString) }
             }
+        case .success:
+            logger.info("onedrive \(remoteName): the stored cursor was made for another root or audio filter; listing everything")
+        case .failure(let refusal):
+            logger.info("onedrive \(remoteName): \(refusal)")
+        case nil:
+            break
         }
         var tree = OneDriveTree()
         let link: String
@@ -169,9 +172,8 @@ public final class OneDriveProvider: TokenDownloadProvider {
         } else {
             upserts = files.values.sorted { $0.path < $1.path }
         }
-        let state = OneDriveCursor(v: OneDriveCursor.currentVersion, root: OneDriveCursor.key(root: root),
-                                   audio: OneDriveCursor.key(audio: audio), deltaLink: deltaLink, tree: new.pruned())
-        let cursor = String(decoding: try JSONEncoder().encode(state), as: UTF8.self)
+        let cursor = try OneDriveCursor(root: OneDriveCursor.key(root: root), audio: OneDriveCursor.key(audio: audio),
+                                        deltaLink: deltaLink, tree: new.pruned()).sealed()
         var result: [ListingPage] = []
         var pendingDeletions = deletions[...]
         var pendingUpserts = upserts[...]
@@ -187,12 +189,9 @@ public final class OneDriveProvider: TokenDownloadProvider {
         return result
     }
 
-    func decodeCursor(_ cursor: String) -> OneDriveCursor? {
-        guard let state = try? JSONDecoder().decode(OneDriveCursor.self, from: Data(cursor.utf8)),
-              state.v == OneDriveCursor.currentVersion,
-              state.root == OneDriveCursor.key(root: options.rootSegments),
-              state.audio == OneDriveCursor.key(audio: audio) else { return nil }
-        return state
+    /// Whether `state` was made for this remote's root and audio filter.
+    func fits(_ state: OneDriveCursor) -> Bool {
+        state.root == OneDriveCursor.key(root: options.rootSegments) && state.audio == OneDriveCursor.key(audio: audio)
     }
 
     // MARK: Downloads

@@ -2,44 +2,35 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 
-/// The drive as the delta feed described it, kept by id because delta items carry no paths: every folder
-/// (id → name, parent id) and every audio file (id → name, parent id, metadata). Paths are rebuilt from the
-/// parent chain, so a renamed or moved folder moves every file under it without the feed naming them.
+/// The drive as the delta feed described it: the kit's ``ItemTree`` of every folder and every audio file,
+/// rooted at the drive's top item, because delta items carry no paths: a renamed or moved folder moves every file
+/// under it without the feed naming them.
 ///
 /// Stored inside the listing cursor so the next delta can resolve deletions (which lack names on Business)
 /// and folder moves. Short keys keep the cursor small (tens of bytes per file).
-struct OneDriveTree: Codable, Sendable, Equatable {
-    struct Folder: Codable, Sendable, Equatable {
-        /// Name.
-        var n: String
-        /// Parent id.
-        var p: String?
-    }
+typealias OneDriveTree = ItemTree<OneDriveFile>
 
-    struct File: Codable, Sendable, Equatable {
-        var n: String
-        var p: String?
-        /// Size in bytes.
-        var s: Int64
-        /// Modification time, seconds since 1970.
-        var m: Double
-        /// Revision (quickXorHash, else cTag, else eTag).
-        var r: String
-        var h: [ContentHash]
-        /// MIME type.
-        var t: String?
-        /// Graph item path for shared items ("drives/{driveId}/items/{id}"), nil for items of this drive.
-        var d: String?
-    }
+/// An audio file of the drive, as the cursor keeps it.
+struct OneDriveFile: TreeFile {
+    var n: String
+    var p: String?
+    /// Size in bytes.
+    var s: Int64
+    /// Modification time, seconds since 1970.
+    var m: Double
+    /// Revision (quickXorHash, else cTag, else eTag).
+    var r: String
+    var h: [ContentHash]
+    /// MIME type.
+    var t: String?
+    /// Graph item path for shared items ("drives/{driveId}/items/{id}"), nil for items of this drive.
+    var d: String?
 
-    /// The drive's top item (`root` facet), once seen.
-    var rootID: String?
-    var folders: [String: Folder] = [:]
-    var files: [String: File] = [:]
+    var itemName: String { n }
+    var parentID: String? { p }
+}
 
-    /// Folders deeper than this are treated as unreachable (a parent cycle in a hostile answer).
-    static let maxDepth = 256
-
+extension OneDriveTree {
     /// Applies one delta item; the last mention of an id wins. Deleted items, packages (OneNote), shared
     /// folders (their contents live in another drive), malware-flagged files, non-audio files and files
     /// without a size are removed from the tree. `note` receives messages worth logging.
@@ -54,7 +45,7 @@ struct OneDriveTree: Codable, Sendable, Equatable {
             rootID = id
             return
         }
-        guard let name = item.name ?? folders[id]?.n ?? files[id]?.n, !name.isEmpty else {
+        guard let name = item.name ?? folders[id]?.name ?? files[id]?.n, !name.isEmpty else {
             note(.debug, "item \(id) has no name; ignored")
             remove(id)
             return
@@ -65,8 +56,7 @@ struct OneDriveTree: Codable, Sendable, Equatable {
             return
         }
         if item.folder != nil {
-            files[id] = nil
-            folders[id] = Folder(n: name, p: parent)
+            setFolder(id, name: name, parent: parent)
             return
         }
         if item.remoteItem?.folder != nil {
@@ -105,90 +95,34 @@ struct OneDriveTree: Codable, Sendable, Equatable {
         if let remote = item.remoteItem, let rid = remote.id, let drive = remote.parentReference?.driveId {
             shared = "drives/\(PercentEncoding.encode(drive, .pathSegment))/items/\(PercentEncoding.encode(rid, .pathSegment))"
         }
-        files[id] = File(n: name, p: parent, s: size, m: modified.timeIntervalSince1970, r: revision, h: hashes,
-                         t: facet.mimeType, d: shared)
-    }
-
-    private mutating func remove(_ id: String) {
-        folders[id] = nil
-        files[id] = nil
-    }
-
-    /// Resolves folder paths (segments from the drive root) with memoization; nil when unreachable.
-    struct PathResolver {
-        let tree: OneDriveTree
-        var memo: [String: [String]?] = [:]
-
-        init(_ tree: OneDriveTree) { self.tree = tree }
-
-        mutating func segments(ofFolder id: String?) -> [String]? {
-            guard let id else { return nil }
-            if id == tree.rootID { return [] }
-            if let known = memo[id] { return known }
-            var chain: [String] = []
-            var cursor: String? = id
-            var result: [String]?
-            while let current = cursor {
-                if current == tree.rootID { result = []; break }
-                if let known = memo[current] { result = known; break }
-                guard let folder = tree.folders[current], chain.count < OneDriveTree.maxDepth else { result = nil; break }
-                chain.append(current)
-                cursor = folder.p
-            }
-            // Fill the memo from the top of the chain down.
-            for current in chain.reversed() {
-                if let base = result, let folder = tree.folders[current] {
-                    result = base + [folder.n]
-                } else {
-                    result = nil
-                }
-                memo[current] = .some(result)
-            }
-            return memo[id] ?? nil
-        }
+        setFile(id, OneDriveFile(n: name, p: parent, s: size, m: modified.timeIntervalSince1970, r: revision, h: hashes,
+                                 t: facet.mimeType, d: shared))
     }
 
     /// Audio files under `root` (segments, matched case-insensitively) keyed by id, with paths relative to
     /// it; and whether `root` exists as a folder (always true for the drive root once seen).
     func resolvedFiles(under root: [String]) -> (files: [String: RemoteFile], rootFound: Bool) {
-        var resolver = PathResolver(self)
+        let (folderPaths, filePaths) = paths()
         let wanted = root.map { $0.lowercased() }
+        func matches(_ segments: ArraySlice<String>) -> Bool { zip(segments, wanted).allSatisfy { $0.0.lowercased() == $0.1 } }
         var out: [String: RemoteFile] = [:]
-        for (id, file) in files {
-            guard let folder = resolver.segments(ofFolder: file.p) else { continue }
-            let full = folder + [file.n]
-            guard full.count > wanted.count, zip(full, wanted).allSatisfy({ $0.0.lowercased() == $0.1 }) else { continue }
-            let path = full.dropFirst(wanted.count).joined(separator: "/")
-            out[id] = RemoteFile(path: path, providerID: id, size: file.s, modified: Date(timeIntervalSince1970: file.m),
-                                 revision: file.r, hashes: file.h, mimeType: file.t, downloadHint: file.d)
+        for (id, full) in filePaths where full.count > wanted.count && matches(full[...]) {
+            guard let file = files[id] else { continue }
+            out[id] = RemoteFile(path: full.dropFirst(wanted.count).joined(separator: "/"), providerID: id, size: file.s,
+                                 modified: Date(timeIntervalSince1970: file.m), revision: file.r, hashes: file.h,
+                                 mimeType: file.t, downloadHint: file.d)
         }
-        var found = rootID != nil && wanted.isEmpty
-        if !found {
-            found = folders.keys.contains { id in
-                resolver.segments(ofFolder: id).map { $0.map { $0.lowercased() } == wanted } ?? false
-            }
-        }
+        let found = folderPaths.values.contains { $0.count == wanted.count && matches($0[...]) }
         return (out, found)
     }
-
-    /// The tree without folders and files that no longer hang under the drive root (children of deleted
-    /// folders are not always reported deleted themselves).
-    func pruned() -> OneDriveTree {
-        var resolver = PathResolver(self)
-        var copy = self
-        copy.folders = folders.filter { resolver.segments(ofFolder: $0.key) != nil }
-        copy.files = files.filter { resolver.segments(ofFolder: $0.value.p) != nil }
-        return copy
-    }
-
 }
 
-/// What the listing cursor holds: the deltaLink to resume from and the tree it describes, plus the settings
-/// that shaped the tree (a cursor made for another root or audio filter is not reused).
-struct OneDriveCursor: Codable, Sendable {
-    static let currentVersion = 1
+/// What the listing cursor holds, in the kit's ``CursorEnvelope`` (version 1, the spelling this cursor always
+/// had): the deltaLink to resume from and the tree it describes, plus the settings that shaped the tree (a cursor
+/// made for another root or audio filter is not reused).
+struct OneDriveCursor: VersionedCursor, Sendable {
+    static let version = 1
 
-    var v: Int
     /// Lowercased root segments joined by "/".
     var root: String
     /// Sorted audio extensions joined by ",".
@@ -204,8 +138,6 @@ struct OneDriveCursor: Codable, Sendable {
 /// `.path` deletions for paths no file occupies any more (a moved file's old path; never a path that is
 /// upserted in the same listing). Both lists sorted by path.
 func oneDriveChanges(from old: [String: RemoteFile], to new: [String: RemoteFile]) -> (upserts: [RemoteFile], deletions: [RemoteDeletion]) {
-    let upserts = new.filter { old[$0.key] != $0.value }.map(\.value).sorted { $0.path < $1.path }
-    let occupied = Set(new.values.map(\.path))
-    let gone = Set(old.filter { new[$0.key]?.path != $0.value.path && !occupied.contains($0.value.path) }.map(\.value.path))
-    return (upserts, gone.sorted().map { RemoteDeletion.path($0) })
+    let changes = TreeChanges(from: old, to: new)
+    return (changes.upserts, changes.vacatedPaths.map { .path($0) })
 }

@@ -261,34 +261,30 @@ public final class WebDAVProvider: Provider {
 
     // MARK: Errors
 
-    /// rclone's WebDAV retry set (webdav.go `retryErrorCodes`): 423 425 429 500 502 503 504 509.
+    /// Maps a PROPFIND answer to an error (nil for 207): the kit's ``StatusTable`` (rclone's WebDAV
+    /// `retryErrorCodes` and more), refined by RFC 4918: any other 2xx is not a collection's listing; 409 means a
+    /// missing parent collection (→ `.notFound`, as 404/410); 405/501 mean no WebDAV there (→ `.configuration`).
     /// `sentCredentials` false (no password anywhere) turns a 401 into a hint to log in or set one.
     static func classify(_ response: HTTPResponse, host: String, remoteName: String,
                          sentCredentials: Bool = true) -> ProviderError? {
         let status = response.status
         let shown = redactedURL(response.head.url)
+        let answer = ErrorAnswer(provider: "the WebDAV server", remote: remoteName, call: "WebDAV PROPFIND \(shown)",
+                                 status: status, headers: response.headers)
         switch status {
         case 207: return nil
         case 200..<300:
-            return ProviderError(.invalidResponse, "WebDAV server at \(host) answered PROPFIND \(shown) with HTTP \(status) instead of 207 Multi-Status; check that url points at a WebDAV collection", status: status)
+            return answer.error(.invalidResponse, "a 207 Multi-Status was due; check that url points at a WebDAV collection")
         case 401 where !sentCredentials:
             return ProviderError(.unauthorized, "WebDAV server at \(host) asks for a password and remote \(remoteName) has none: run cloudsync login \(remoteName) (or set password / password_command)", status: status)
         case 401:
             return ProviderError(.unauthorized, "WebDAV server at \(host) refused the credentials for remote \(remoteName): check user/password (or password_command)", status: status)
-        case 403:
-            return ProviderError(.forbidden, "WebDAV server at \(host) refused access to \(shown) (HTTP 403); check the account's permissions", status: status)
         case 404, 409, 410:
-            return ProviderError(.notFound, "\(shown) does not exist on the WebDAV server (HTTP \(status)); check url and root", status: status)
-        case 429, 503:
-            return ProviderError(.rateLimited, "WebDAV server at \(host) is throttling or unavailable (HTTP \(status)); retrying later", status: status,
-                                 retryAfter: retryAfter(from: response.headers))
-        case 423, 425, 500, 502, 504, 509:
-            return ProviderError(.transient, "WebDAV server at \(host) answered HTTP \(status) to \(shown); retrying", status: status,
-                                 retryAfter: retryAfter(from: response.headers))
+            return answer.error(.notFound, "no such collection on the WebDAV server; check url and root")
         case 405, 501:
-            return ProviderError(.configuration, "\(shown) does not accept PROPFIND (HTTP \(status)): it is not a WebDAV collection; check url", status: status)
+            return answer.error(.configuration, "it does not accept PROPFIND: it is not a WebDAV collection; check url")
         default:
-            return ProviderError(.invalidResponse, "WebDAV server at \(host) answered HTTP \(status) to PROPFIND \(shown); check url and the server's logs", status: status)
+            return answer.standard ?? answer.error(.invalidResponse, "neither a listing nor an error; check url")
         }
     }
 

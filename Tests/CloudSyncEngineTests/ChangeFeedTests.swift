@@ -12,10 +12,7 @@ import Testing
     ] }
 
     func control(_ fake: PythonFake, _ op: [String: Any]) async throws {
-        let request = HTTPRequest(method: "POST", url: fake.baseURL().appendingPathComponent("_control"),
-                                  body: try JSONSerialization.data(withJSONObject: op))
-        let response = try await CurlTransport().send(request)
-        #expect(response.status == 200, "the fake refused \(op)")
+        try await fake.control([op], via: try CurlTransport())
     }
 
     /// A pull restricted to PATHs applies only part of the changes, so it must not advance the cursor: a

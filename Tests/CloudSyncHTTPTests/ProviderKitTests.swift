@@ -248,3 +248,214 @@ actor ConcurrencyCounter {
     func enter() { now += 1; most = max(most, now) }
     func leave() { now -= 1 }
 }
+
+/// The one status → ProviderError table, and how a provider extends it.
+struct StatusTableTests {
+    @Test("statuses map to codes once for every provider", arguments: [
+        (200, nil), (206, nil), (302, nil), (400, ProviderError.Code.invalidResponse), (401, .unauthorized), (403, .forbidden),
+        (404, .notFound), (405, .invalidResponse), (408, .transient), (409, .invalidResponse), (410, .notFound),
+        (416, .invalidResponse), (423, .transient), (425, .transient), (429, .rateLimited), (500, .transient),
+        (501, .transient), (502, .transient), (503, .rateLimited), (504, .transient), (507, .quotaExceeded), (509, .transient),
+    ] as [(Int, ProviderError.Code?)])
+    func codes(_ c: (Int, ProviderError.Code?)) {
+        #expect(StatusTable.code(for: c.0) == c.1)
+        let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: c.0, headers: [:])
+        #expect(answer.standard?.code == c.1)
+        #expect(answer.standard?.status == (c.1 == nil ? nil : c.0))
+    }
+
+    @Test("messages: call, status, what the body said, then advice naming the provider and the remote")
+    func messages() throws {
+        let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 401, headers: [:], detail: ": bad_token")
+        #expect(answer.standard?.message == "Box GET /x: HTTP 401: bad_token — Box refused the credentials; run `cloudsync login b`")
+        let anonymous = ErrorAnswer(provider: "the server", remote: nil, call: "GET /x", status: 401, headers: [:])
+        #expect(anonymous.standard?.message.contains("`cloudsync login NAME` for this remote") == true)
+        let busy = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 503, headers: ["Retry-After": "9"])
+        #expect(busy.standard?.retryAfter == 9)
+        #expect(busy.standard?.message.hasSuffix("Box is throttling requests; cloudsync waits 9 s (Retry-After) and retries") == true)
+    }
+
+    @Test("a provider's body rule keeps the status, the wait and the table's advice unless it words its own")
+    func providerExtension() throws {
+        let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 403, headers: ["Retry-After": "4"],
+                                 detail: " rateLimitExceeded")
+        let throttled = answer.error(.rateLimited)
+        #expect(throttled.code == .rateLimited && throttled.status == 403 && throttled.retryAfter == 4 && throttled.isRetryable)
+        #expect(throttled.message == "Box GET /x: HTTP 403 rateLimitExceeded — Box is throttling requests; cloudsync waits 4 s (Retry-After) and retries")
+        let own = answer.error(.forbidden, "flagged as malware")
+        #expect(own.message == "Box GET /x: HTTP 403 rateLimitExceeded — flagged as malware")
+    }
+}
+
+/// A file of the tests' trees: a name, a parent and a version standing for the metadata.
+struct TestTreeFile: TreeFile {
+    var n: String
+    var p: String?
+    var rev = 1
+    var itemName: String { n }
+    var parentID: String? { p }
+}
+
+/// The kit's id → (name, parent) tree: paths from parent chains, whatever order items came in.
+struct ItemTreeTests {
+    typealias Tree = ItemTree<TestTreeFile>
+
+    /// One step of a change feed: a folder or file (re)stated with its current name and parent, or removed.
+    enum Step: Sendable, CustomTestStringConvertible {
+        case folder(String, String, parent: String?)
+        case file(String, String, parent: String?)
+        case remove(String)
+        var testDescription: String { "\(self)" }
+    }
+
+    static func apply(_ steps: [Step], to tree: inout Tree) {
+        for step in steps {
+            switch step {
+            case .folder(let id, let name, let parent): tree.setFolder(id, name: name, parent: parent)
+            case .file(let id, let name, let parent): tree.setFile(id, TestTreeFile(n: name, p: parent))
+            case .remove(let id): tree.remove(id)
+            }
+        }
+    }
+
+    static func filePaths(_ steps: [Step]) -> [String: String] {
+        var tree = Tree(rootID: "R")
+        apply(steps, to: &tree)
+        return tree.paths().files.mapValues { $0.joined(separator: "/") }
+    }
+
+    @Test("paths from parent chains", arguments: [
+        ("children before their parents", [Step.file("f", "a.mp3", parent: "B"), .folder("B", "Beta", parent: "A"),
+                                           .folder("A", "Alpha", parent: "R")], ["f": "Alpha/Beta/a.mp3"]),
+        ("a renamed folder renames every path below it", [.folder("A", "Alpha", parent: "R"), .file("f", "a.mp3", parent: "A"),
+                                                          .folder("A", "Renamed", parent: "R")], ["f": "Renamed/a.mp3"]),
+        ("a moved folder moves its subtree", [.folder("A", "A", parent: "R"), .folder("B", "B", parent: "R"), .folder("C", "C", parent: "A"),
+                                              .file("f", "f.mp3", parent: "C"), .folder("C", "C", parent: "B")], ["f": "B/C/f.mp3"]),
+        ("a deleted folder takes its subtree out", [.folder("A", "A", parent: "R"), .folder("B", "B", parent: "A"),
+                                                    .file("f", "f.mp3", parent: "B"), .file("g", "g.mp3", parent: "R"), .remove("A")], ["g": "g.mp3"]),
+        ("a parent cycle and an unknown parent are unreachable", [.folder("A", "A", parent: "B"), .folder("B", "B", parent: "A"),
+                                                                 .file("f", "f.mp3", parent: "A"), .file("g", "g.mp3", parent: "nowhere"),
+                                                                 .file("h", "h.mp3", parent: nil), .file("i", "i.mp3", parent: "R")], ["i": "i.mp3"]),
+        ("a folder that became a file loses its children", [.folder("A", "A", parent: "R"), .file("f", "f.mp3", parent: "A"),
+                                                           .file("A", "A.mp3", parent: "R")], ["A": "A.mp3"]),
+        ("the root's own entry is no child", [.folder("R", "Music", parent: "X"), .file("f", "f.mp3", parent: "R")], ["f": "f.mp3"]),
+    ] as [(String, [Step], [String: String])])
+    func paths(_ c: (String, [Step], [String: String])) {
+        #expect(Self.filePaths(c.1) == c.2, "\(c.0)")
+    }
+
+    @Test("no root, nothing reachable; distinct naming keeps one name per folder")
+    func rootAndNaming() {
+        var tree = Tree()
+        Self.apply([.folder("A", "A", parent: "R"), .file("f", "a.mp3", parent: "A")], to: &tree)
+        #expect(tree.paths().files.isEmpty && tree.pruned().folders.isEmpty)
+        tree.rootID = "R"
+        Self.apply([.file("g", "a.mp3", parent: "A"), .file("h", "x/y", parent: "R")], to: &tree)
+        #expect(tree.paths().files == ["f": ["A", "a.mp3"], "g": ["A", "a.mp3"], "h": ["x/y"]])
+        #expect(tree.paths(naming: .distinct).files == ["f": ["A", "a.mp3"], "g": ["A", "a (g).mp3"], "h": ["x／y"]])
+    }
+
+    @Test("a folder chain deeper than maxDepth is cut there")
+    func depth() {
+        var tree = Tree(rootID: "R")
+        var parent = "R"
+        for level in 0...Tree.maxDepth {
+            tree.setFolder("d\(level)", name: "d", parent: parent)
+            parent = "d\(level)"
+        }
+        tree.setFile("deep", TestTreeFile(n: "x.mp3", p: parent))
+        tree.setFile("ok", TestTreeFile(n: "x.mp3", p: "d\(Tree.maxDepth - 1)"))
+        #expect(tree.paths().files.keys.sorted() == ["ok"])
+    }
+
+    /// The reference: each item's path found by walking its parent chain up, a cycle or an unknown parent
+    /// making it unreachable.
+    static func reference(_ tree: Tree) -> [String: [String]] {
+        func folderPath(_ id: String, _ seen: Set<String>) -> [String]? {
+            if id == tree.rootID { return [] }
+            guard !seen.contains(id), let folder = tree.folders[id], let parent = folder.parent,
+                  let base = folderPath(parent, seen.union([id])) else { return nil }
+            return base + [folder.name]
+        }
+        var out: [String: [String]] = [:]
+        for (id, file) in tree.files {
+            if let parent = file.p, let base = folderPath(parent, []) { out[id] = base + [file.n] }
+        }
+        return out
+    }
+
+    @Test("seeded: random moves, renames, deletes and out-of-order parents agree with walking parent chains")
+    func property() {
+        let s = seed("ItemTreeTests.property")
+        var rng = SeededRandom(seed: s)
+        for round in 0..<200 {
+            var tree = Tree(rootID: "R")
+            var before = tree
+            let folderIDs = (0..<8).map { "F\($0)" }
+            let fileIDs = (0..<12).map { "f\($0)" }
+            for _ in 0..<Int.random(in: 5...60, using: &rng) {
+                let parent = Bool.random(using: &rng) ? "R" : (folderIDs + ["gone"]).randomElement(using: &rng)
+                switch Int.random(in: 0..<10, using: &rng) {
+                case 0..<4: tree.setFolder(folderIDs.randomElement(using: &rng) ?? "F0", name: "d\(Int.random(in: 0..<3, using: &rng))", parent: parent)
+                case 4..<8: tree.setFile(fileIDs.randomElement(using: &rng) ?? "f0",
+                                         TestTreeFile(n: "s\(Int.random(in: 0..<3, using: &rng)).mp3", p: parent, rev: Int.random(in: 0..<3, using: &rng)))
+                default: tree.remove((folderIDs + fileIDs).randomElement(using: &rng) ?? "F0")
+                }
+                if Int.random(in: 0..<5, using: &rng) == 0 { before = tree }
+            }
+            let paths = tree.paths()
+            #expect(paths.files == Self.reference(tree), "seed \(s) round \(round)")
+            let pruned = tree.pruned()
+            #expect(pruned.paths().files == paths.files && pruned.paths().folders == paths.folders, "seed \(s) round \(round)")
+            #expect(Set(pruned.folders.keys) == Set(paths.folders.keys).subtracting(["R"]), "seed \(s) round \(round)")
+            // The change feed from `before` to `tree` turns the old listing into the new one.
+            func listing(_ t: Tree) -> [String: RemoteFile] {
+                var out: [String: RemoteFile] = [:]
+                for (id, segments) in t.paths(naming: .distinct).files {
+                    out[id] = RemoteFile(path: segments.joined(separator: "/"), providerID: id, size: Int64(t.files[id]?.rev ?? 0),
+                                         modified: Date(timeIntervalSince1970: 0))
+                }
+                return out
+            }
+            let (old, new) = (listing(before), listing(tree))
+            let changes = TreeChanges(from: old, to: new)
+            var replayed = old
+            for id in changes.removedIDs { replayed[id] = nil }
+            for file in changes.upserts { replayed[file.providerID ?? ""] = file }
+            #expect(replayed == new, "seed \(s) round \(round)")
+            let newPaths = Set(new.values.map(\.path))
+            #expect(changes.vacatedPaths.allSatisfy { !newPaths.contains($0) }, "seed \(s) round \(round)")
+            #expect(Set(changes.vacatedPaths) == Set(old.values.map(\.path)).subtracting(newPaths), "seed \(s) round \(round)")
+        }
+    }
+}
+
+/// The one spelling of a versioned cursor.
+struct CursorEnvelopeTests {
+    struct Payload: Codable, Equatable {
+        var root: String
+        var token: String
+    }
+
+    @Test("sealed cursors open again; the version sits beside the payload's keys")
+    func roundTrip() throws {
+        let text = try CursorEnvelope.seal(Payload(root: "/m", token: "a/b"), version: 3)
+        #expect(text == #"{"root":"/m","token":"a/b","v":3}"#)
+        #expect(try CursorEnvelope.open(Payload.self, from: text, version: 3).get() == Payload(root: "/m", token: "a/b"))
+    }
+
+    @Test("other versions and foreign text are refused, which means a full listing", arguments: [
+        (#"{"root":"/m","token":"t","v":2}"#, CursorEnvelope.Refusal.version(found: 2, reads: 3)),
+        (#"{"root":"/m","token":"t","v":4}"#, .version(found: 4, reads: 3)),
+        (#"{"version":2,"root":"/m","token":"t"}"#, .unreadable),
+        (#"{"root":"/m","v":3}"#, .unreadable),
+        ("AAE-a-plain-token", .unreadable),
+        ("", .unreadable),
+        (#"{"v":"3"}"#, .unreadable),
+    ])
+    func refusals(_ c: (String, CursorEnvelope.Refusal)) {
+        let opened = CursorEnvelope.open(Payload.self, from: c.0, version: 3)
+        #expect(throws: c.1) { try opened.get() }
+        #expect(c.1.description.hasSuffix("listing everything again"))
+    }
+}

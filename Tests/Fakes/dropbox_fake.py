@@ -18,8 +18,9 @@ plain text); list_folder arguments (path "" not "/", limit 1..2000, recursive a 
 pure ASCII with no 0x7F (else 400 plain text), valid JSON; download Content-Type absent, empty,
 application/octet-stream or text/plain; charset=dropbox-cors-hack, and no body.
 
-Control (no auth): GET /_log → JSON list of requests; GET /_content?path=<lower>|rev:<rev> → raw bytes;
-POST /_control with one JSON op:
+Control (no auth), the fakes' one protocol (fake_control.py): GET /_log → JSON list of requests (common fields and
+route, content_type, arg, body_length); GET /_content?path=<lower>|rev:<rev> → raw bytes; POST /_control with one op
+or a list of them:
   {"op": "add", "path": "/Music/new.mp3", "size": 10}      creates folders as needed
   {"op": "modify", "path": "/Music/a.mp3", "size": 12}     new rev and content (old rev stays downloadable)
   {"op": "delete", "path": "/Music/Folder", "children": false}   one `deleted` entry (plus children if true)
@@ -38,6 +39,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+import fake_control
 import fake_range
 
 BLOCK = 4 * 1024 * 1024
@@ -79,12 +81,33 @@ class State:
         self.events = []    # (seq, metadata)
         self.snapshots = {}
         self.fail = []
-        self.log = []
+        self.log = fake_control.RequestLog()
+        self.control = fake_control.Control({
+            "add": self.put_op, "modify": self.put_op, "delete": self.delete_op, "reset": self.reset_op,
+            "expire_token": self.expire_op, "fail": self.fail_op}, lock=self.lock)
         for folder in spec.get("folders", []):
             self.ensure_folder(folder)
         for f in spec.get("files", []):
             self.put_file(f["path"], int(f.get("size", 100)), f.get("downloadable", True))
         self.events.clear()
+
+    # ---- control ops (fake_control.Control holds the lock)
+    def put_op(self, op):
+        self.put_file(op["path"], int(op.get("size", 100)), op.get("downloadable", True))
+
+    def delete_op(self, op):
+        if not self.delete(op["path"], bool(op.get("children"))):
+            raise KeyError(op["path"])
+
+    def reset_op(self, op):
+        self.epoch += 1
+
+    def expire_op(self, op):
+        self.expired.add(self.token)
+
+    def fail_op(self, op):
+        self.fail.append({"route": op["route"], "status": op.get("status", 429), "count": op.get("count", 1),
+                          "retry_after": op.get("retry_after", 1), "where": op.get("where", "body")})
 
     def next_id(self):
         self.counter += 1
@@ -201,25 +224,19 @@ class Handler(BaseHTTPRequestHandler):
             self.handle_route(url)
         finally:
             if not url.path.startswith("/_"):
-                with self.state.lock:
-                    self.state.log.append({
-                        "method": self.command, "route": self.route, "status": self.status_sent,
-                        "content_type": self.headers.get("Content-Type"), "arg": self.headers.get("Dropbox-API-Arg"),
-                        "range": self.headers.get("Range"), "body_length": len(self.body)})
+                self.state.log.record(self, self.status_sent, route=self.route, content_type=self.headers.get("Content-Type"),
+                                      arg=self.headers.get("Dropbox-API-Arg"), body_length=len(self.body))
 
     def handle_route(self, url):
         s = self.state
-        if url.path == "/_log":
-            with s.lock:
-                return self.json(200, s.log)
+        if fake_control.serve(self, s.control, s.log, self.body):
+            return
         if url.path == "/_content":
             key = parse_qs(url.query).get("path", [""])[0]
             with s.lock:
                 data = s.revs.get(key[4:]) if key.startswith("rev:") else \
                     (s.revs.get(s.entries[key]["rev"]) if key in s.entries and s.entries[key][".tag"] == "file" else None)
             return self.answer(200, data, "application/octet-stream") if data is not None else self.text(404, "no such file")
-        if url.path == "/_control" and self.command == "POST":
-            return self.control(json.loads(self.body))
         if url.path == "/oauth2/token" and self.command == "POST":
             return self.token_endpoint()
         if self.command != "POST" and self.route != "files/download":
@@ -402,8 +419,8 @@ class Handler(BaseHTTPRequestHandler):
         s = self.state
         form = {k: v[0] for k, v in parse_qs(self.body.decode()).items()}
         with s.lock:
-            s.log.append({"method": "POST", "route": "oauth2/token", "status": 0, "content_type": self.headers.get("Content-Type"),
-                          "arg": None, "range": None, "body_length": len(self.body)})
+            s.log.record(self, 0, route="oauth2/token", content_type=self.headers.get("Content-Type"), arg=None,
+                         body_length=len(self.body))
             ok = form.get("grant_type") == "refresh_token" and form.get("refresh_token") == s.refresh_token and \
                 (s.client_id is None or form.get("client_id") == s.client_id)
             if not ok:
@@ -412,26 +429,6 @@ class Handler(BaseHTTPRequestHandler):
             s.token = f"access-{s.token_counter}"
             token = s.token
         self.json(200, {"access_token": token, "token_type": "bearer", "expires_in": 14400})
-
-    def control(self, op):
-        s = self.state
-        with s.lock:
-            kind = op["op"]
-            if kind in ("add", "modify"):
-                s.put_file(op["path"], int(op.get("size", 100)), op.get("downloadable", True))
-            elif kind == "delete":
-                if not s.delete(op["path"], bool(op.get("children"))):
-                    return self.text(404, "no such path")
-            elif kind == "reset":
-                s.epoch += 1
-            elif kind == "expire_token":
-                s.expired.add(s.token)
-            elif kind == "fail":
-                s.fail.append({"route": op["route"], "status": op.get("status", 429), "count": op.get("count", 1),
-                               "retry_after": op.get("retry_after", 1), "where": op.get("where", "body")})
-            else:
-                return self.text(400, "unknown op")
-        self.json(200, {"ok": True})
 
 
 def main():

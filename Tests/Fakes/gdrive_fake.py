@@ -12,7 +12,9 @@ error bodies {"error": {"code", "message", "errors": [{"domain", "reason", "mess
 
 Spec keys: rootId, items[{id,name,parents,mimeType,size,modifiedTime,trashed,hashes}], generate{files,
 perFolder,parent}, accessToken, refreshToken, clientId, clientSecret, quirks{emptyPageAfterFirst,shortPages}.
-Control: POST /_control with a JSON list of ops (see apply_op); GET /_log returns every API request.
+Control: the fakes' one protocol (fake_control.py): POST /_control with an op or a list of ops (see apply_op;
+"modify" {"id"} gives a file new bytes of its size, a new md5 and headRevisionId); GET /_log returns every API
+request (common fields and the parsed query).
 """
 import base64
 import hashlib
@@ -25,6 +27,7 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import fake_control
 import fake_range
 
 FOLDER = "application/vnd.google-apps.folder"
@@ -278,7 +281,8 @@ class Drive:
         self.token_count = 0
         self.quirks = spec.get("quirks", {})
         self.failures = []
-        self.log = []
+        self.log = fake_control.RequestLog()
+        self.control = fake_control.Control({name: control_op(self) for name in CONTROL_OPS}, lock=LOCK)
         self.revision = 0
         self.expire_after = None
         self.items[self.root_id] = {"id": self.root_id, "name": "My Drive", "mimeType": FOLDER,
@@ -377,6 +381,8 @@ def apply_op(d, op):
         if "size" in op or "bump" in op:
             it["version"] = it.get("version", 0) + 1
         d.put(it)
+    elif kind == "modify":
+        apply_op(d, {"op": "update", "id": op["id"], "bump": True, **({"size": op["size"]} if "size" in op else {})})
     elif kind == "delete":
         d.unlink(op["id"])
         d.items.pop(op["id"], None)
@@ -387,6 +393,19 @@ def apply_op(d, op):
         d.log.clear()
     else:
         raise ValueError(kind)
+
+
+def control_op(d):
+    def run(op):
+        try:
+            apply_op(d, op)
+        except ApiError as e:
+            raise KeyError(str(e.body)) from e
+    return run
+
+
+CONTROL_OPS = ("expireToken", "expireTokenAfter", "fail", "add", "update", "modify", "delete", "invalidateChangeTokens",
+               "clearLog")
 
 
 # ---------------------------------------------------------------- HTTP
@@ -417,28 +436,21 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         body = self.read_body()
         d = self.drive
+        if fake_control.serve(self, d.control, d.log, body):
+            return
         with LOCK:
-            if url.path == "/_control":
-                try:
-                    for op in json.loads(body):
-                        apply_op(d, op)
-                except (ValueError, KeyError) as e:
-                    return self.send_json(400, {"control_error": str(e)})
-                except ApiError as e:
-                    return self.send_json(e.code, e.body)
-                return self.send_json(200, {"ok": True})
             if url.path == "/token":
                 form = urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
-                d.log.append({"method": "POST", "path": "/token", "query": {}, "status": 0})
+                entry = d.log.record(self, 0, query={})
                 ok = (self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded")
                       and form.get("grant_type") == ["refresh_token"] and form.get("refresh_token") == [d.refresh_token]
                       and form.get("client_id") == [d.client_id] and form.get("client_secret") == [d.client_secret])
                 if not ok:
-                    d.log[-1]["status"] = 400
+                    entry["status"] = 400
                     return self.send_json(400, {"error": "invalid_grant", "error_description": "Bad Request"})
                 d.token_count += 1
                 d.access_token = f"tok-{d.token_count}"
-                d.log[-1]["status"] = 200
+                entry["status"] = 200
                 return self.send_json(200, {"access_token": d.access_token, "expires_in": 3599, "token_type": "Bearer",
                                             "scope": "https://www.googleapis.com/auth/drive.readonly"})
         self.send_json(404, error_body(404, "notFound", "Not Found"))
@@ -448,12 +460,10 @@ class Handler(BaseHTTPRequestHandler):
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         q1 = {k: v[-1] for k, v in query.items()}
         d = self.drive
-        if url.path == "/_log":
-            with LOCK:
-                return self.send_json(200, list(d.log))
-        entry = {"method": "GET", "path": url.path, "query": q1, "range": self.headers.get("Range"), "status": 0}
+        if fake_control.serve(self, d.control, d.log):
+            return
         with LOCK:
-            d.log.append(entry)
+            entry = d.log.record(self, 0, query=q1)
             try:
                 self.check_auth(d)
                 for f in d.failures:

@@ -25,10 +25,11 @@ Spec keys (all optional but "items"):
   first N Graph calls answer 429 Retry-After: 1), token_uses (0 = unlimited: the access token expires after
   N Graph calls), duplicate (false: every delta answer repeats its first changed item at the end).
 
-Control (no auth): POST /_control {"op": "add"|"modify"|"delete"|"move"|"expire_tokens"|"set", ...}
+Control (no auth), the fakes' one protocol (fake_control.py): POST /_control with an op or a list of ops,
+  {"op": "add"|"modify"|"delete"|"move"|"expire_tokens"|"set", ...} (the answer's "result": the item id or "ok")
   add {path, size, mime?}; modify {path, size}; delete {path}; move {path, to} (files and folders, also
   renames); expire_tokens: every earlier delta token answers 410 resyncRequired; set {key: value}.
-GET /_log: JSON list of {srv, method, path, query, auth, range}. GET /_bytes?id=ID: a file's bytes.
+GET /_log: JSON list of the common fields and {srv, path (unquoted), query}. GET /_bytes?id=ID: a file's bytes.
 GET /_items: JSON {path: id} of live items.
 """
 import base64
@@ -43,6 +44,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+import fake_control
 import fake_range
 
 DRIVE_ID = "b!fakeDrive0123"
@@ -88,7 +90,9 @@ class State:
         self.items = {"ROOT": {"id": "ROOT", "name": "root", "parent": None, "folder": True, "seq": 0, "root": True}}
         self.sessions = {}
         self.links = {}
-        self.log = []
+        self.log = fake_control.RequestLog()
+        self.controller = fake_control.Control({name: self.control for name in
+                                                ("add", "modify", "delete", "move", "expire_tokens", "set")}, lock=LOCK)
         self.token_calls = 0
         self.token_n = 0
         self.content_port = 0
@@ -167,7 +171,7 @@ class State:
         if item is None:
             raise KeyError(op["path"])
         if kind == "modify":
-            item["size"] = op["size"]
+            item["size"] = int(op.get("size", item["size"]))
             item["version"] += 1
             item["etag_version"] += 1
             self.set_content(item)
@@ -270,22 +274,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def record(self):
         parts = urlsplit(self.path)
-        with LOCK:
-            self.state.log.append({"srv": self.role, "method": self.command, "path": unquote(parts.path),
-                                   "query": parts.query, "auth": self.headers.get("Authorization") is not None,
-                                   "range": self.headers.get("Range")})
+        self.state.log.record(self, srv=self.role, path=unquote(parts.path), query=parts.query)
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
         path = urlsplit(self.path).path
-        if path == "/_control":
-            with LOCK:
-                try:
-                    result = self.state.control(json.loads(body))
-                except KeyError as e:
-                    return self.send(404, {}, json.dumps({"error": f"no such path {e}"}).encode())
-            return self.send(200, {}, json.dumps({"result": result}).encode())
+        if fake_control.serve(self, self.state.controller, self.state.log, body):
+            return
         self.record()
         if path.endswith("/oauth2/v2.0/token"):
             return self.send(*self.token(body))
@@ -316,9 +312,8 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         st = self.state
-        if path == "/_log":
-            with LOCK:
-                return self.send(200, {}, json.dumps(st.log).encode())
+        if fake_control.serve(self, st.controller, st.log):
+            return
         if path == "/_bytes":
             with LOCK:
                 item = st.items[parse_qs(parts.query)["id"][0]]

@@ -22,7 +22,9 @@ Basic auth demo / demo-pass (or `Authorization: Bearer TOKEN` with --bearer TOKE
   --endless FANOUT    an endless tree: every folder (the root too) holds "t.mp3" and FANOUT subfolders d0, d1, …
 
 GET /_stats (no auth) answers JSON: {"propfind": n, "get": n, "depths": [...], "paths": {path: n},
-"max_inflight": most PROPFINDs being answered at once}.
+"max_inflight": most PROPFINDs being answered at once}. The fakes' one control protocol (fake_control.py): GET /_log
+(every GET and PROPFIND answered), POST /_control {"op": "modify", "path": P}: the file P (relative to PREFIX) gets
+new bytes of its size, so a new ETag and checksums.
 GET on a file answers its bytes, honouring a single Range.
 """
 import argparse
@@ -40,6 +42,7 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote, urlsplit
 
+import fake_control
 import fake_range
 
 MTIME = 1764536124  # Sun, 30 Nov 2025 20:55:24 GMT
@@ -106,6 +109,22 @@ class State:
         self.port = 0
         self.inflight = 0
         self.max_inflight = 0
+        self.versions = {}  # relative path → how often "modify" changed it
+        self.log = fake_control.RequestLog()
+        self.control = fake_control.Control({"modify": self.modify_op}, lock=self.lock)
+
+    def modify_op(self, op):
+        rel = op["path"].strip("/")
+        parent, _, name = rel.rpartition("/")
+        if name not in self.tree.get(parent, []):
+            raise KeyError(rel)
+        self.versions[rel] = self.versions.get(rel, 0) + 1
+
+    def data(self, rel):
+        """The bytes of file `rel`: content_of(rel), every byte changed by each "modify"."""
+        base = content_of(rel)
+        v = self.versions.get(rel, 0)
+        return bytes(b ^ (v * 0x5B % 255 + 1) for b in base) if v else base
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -126,6 +145,7 @@ class Handler(BaseHTTPRequestHandler):
         return header == "Basic " + base64.b64encode(b"demo:demo-pass").decode()
 
     def send(self, status, body=b"", headers=()):
+        self.state.log.record(self, status)
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
@@ -141,7 +161,13 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return path[len(prefix):].strip("/")
 
+    def do_POST(self):
+        if not fake_control.serve(self, self.state.control, self.state.log):
+            self.send(405)
+
     def do_GET(self):
+        if fake_control.serve(self, self.state.control, self.state.log):
+            return
         if self.path == "/_stats":
             s = self.state
             with s.lock:
@@ -156,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
         parent, _, name = (rel or "").rpartition("/")
         if rel is None or name not in self.state.tree.get(parent, []):
             return self.send(404)
-        data = content_of(rel)
+        data = self.state.data(rel)
         headers = [("ETag", f'"{hashlib.md5(data).hexdigest()}"'), ("Accept-Ranges", "bytes"),
                    ("Last-Modified", formatdate(MTIME, usegmt=True))]
         status, start, end = fake_range.plan(self.headers.get("Range"), len(data), etag=headers[0][1],
@@ -249,7 +275,7 @@ class Handler(BaseHTTPRequestHandler):
             ok = f"{kind}<d:getlastmodified>{date}</d:getlastmodified>"
             missing = "<d:getcontentlength/><d:getcontenttype/><oc:checksums/>"
         else:
-            data = content_of(rel)
+            data = self.state.data(rel)
             etag = hashlib.md5(data).hexdigest()
             size = dict(lie.split("=", 1) for lie in self.state.args.lie_size).get(rel, str(len(data)))
             ok = (f"<d:resourcetype/><d:getcontentlength>{size}</d:getcontentlength>"

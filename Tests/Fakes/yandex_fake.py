@@ -25,11 +25,15 @@ missing or an expired token → 401 UnauthorizedError); `path` required on resou
 FieldValidationError); limit ≥ 1 and offset ≥ 0 integers (400 FieldValidationError); media_type from the
 documented list; unknown paths → 404 DiskNotFoundError; `fields=` trims answers as documented (dotted keys).
 
-Control (no auth): GET /_log → JSON list of requests; POST /_log/clear; POST /_control with JSON:
-  {"expire_token": true}                    the current access token starts answering 401 UnauthorizedError
-  {"throttle": {"count": N, "status": 429, "retry_after": "1" | null, "target": "api" | "download"}}
-  {"delete": "Music/A/x.mp3"}               the file is gone
-  {"move": {"from": "Music/A/x.mp3", "to": "Moved/x.mp3"}}   same resource_id and bytes at a new path
+Control (no auth), the fakes' one protocol (fake_control.py): GET /_log → JSON list of requests (common fields and
+server, path unquoted, query parsed, auth_scheme, auth_token, host, href_id, file); POST /_log/clear; POST /_control
+with an op or a list of ops:
+  {"op": "expire_token"}                    the current access token starts answering 401 UnauthorizedError
+  {"op": "throttle", "count": N, "status": 429, "retry_after": "1" | null, "target": "api" | "download"}
+  {"op": "delete", "path": "Music/A/x.mp3"} the file is gone
+  {"op": "move", "from": "Music/A/x.mp3", "to": "Moved/x.mp3"}   same resource_id and bytes at a new path
+  {"op": "modify", "path": "Music/A/x.mp3", "size": N?}   new bytes (every byte differs when the size stays), a new
+                                            revision, md5 and sha256; hrefs handed out before serve the new bytes
 """
 import hashlib
 import json
@@ -41,6 +45,7 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import fake_control
 import fake_range
 
 MEDIA_TYPES = {"audio", "backup", "book", "compressed", "data", "development", "diskimage", "document", "encoded",
@@ -80,7 +85,10 @@ class State:
         self.client_secret = tokens.get("client_secret", "test-secret")
         self.valid_tokens = {self.access}
         self.token_serial = 0
-        self.log = []
+        self.log = fake_control.RequestLog()
+        self.control = fake_control.Control({"expire_token": self.expire_op, "throttle": self.throttle_op,
+                                             "delete": self.delete_op, "move": self.move_op, "modify": self.modify_op},
+                                            lock=self.lock)
         self.throttle = {}
         self.hrefs = {}
         self.href_serial = 0
@@ -108,6 +116,34 @@ class State:
             parts = d.strip("/").split("/")
             for i in range(1, len(parts) + 1):
                 self.dirs.add("/".join(parts[:i]))
+
+    # ---- control ops (fake_control.Control holds the lock)
+    def expire_op(self, op):
+        self.valid_tokens.clear()
+
+    def throttle_op(self, op):
+        self.throttle[op.get("target", "api")] = {"count": int(op.get("count", 1)), "status": int(op.get("status", 429)),
+                                                   "retry_after": op.get("retry_after")}
+
+    def delete_op(self, op):
+        self.files.pop(op["path"].strip("/"))
+
+    def move_op(self, op):
+        src, dst = op["from"].strip("/"), op["to"].strip("/")
+        f = self.files.pop(src)
+        f["name"] = dst.rsplit("/", 1)[-1]
+        self.files[dst] = f
+        parts = dst.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            self.dirs.add("/".join(parts[:i]))
+
+    def modify_op(self, op):
+        path = op["path"].strip("/")
+        f = self.files[path]
+        size = int(op.get("size", len(f["data"])))
+        f["data"] = bytes(b ^ 0xFF for b in f["data"]) if size == len(f["data"]) else content_of(path, size, f["revision"])
+        f["md5"], f["sha256"] = hashlib.md5(f["data"]).hexdigest(), hashlib.sha256(f["data"]).hexdigest()
+        f["revision"] += 1
 
     def resource(self, path):
         if path in self.files:
@@ -195,8 +231,7 @@ def make_handler(state, role, ports):
                      "host": self.headers.get("Host"), "range": self.headers.get("Range"), "status": status}
             if extra:
                 entry.update(extra)
-            with state.lock:
-                state.log.append(entry)
+            state.log.record(self, **entry)
 
         def authorized(self):
             auth = self.headers.get("Authorization") or ""
@@ -214,10 +249,8 @@ def make_handler(state, role, ports):
 
         def do_GET(self):
             parsed = urllib.parse.urlsplit(self.path)
-            if parsed.path == "/_log":
-                with state.lock:
-                    log = list(state.log)
-                return self.send_json(200, log)
+            if fake_control.serve(self, state.control, state.log):
+                return
             t = self.throttled()
             if t:
                 self.record(t["status"])
@@ -379,31 +412,8 @@ def make_handler(state, role, ports):
             parsed = urllib.parse.urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if parsed.path == "/_log/clear":
-                with state.lock:
-                    state.log.clear()
-                return self.send_json(200, {})
-            if parsed.path == "/_control":
-                cmd = json.loads(raw or b"{}")
-                with state.lock:
-                    if cmd.get("expire_token"):
-                        state.valid_tokens.clear()
-                    if "throttle" in cmd:
-                        t = cmd["throttle"]
-                        state.throttle[t.get("target", "api")] = {"count": int(t.get("count", 1)),
-                                                                  "status": int(t.get("status", 429)),
-                                                                  "retry_after": t.get("retry_after")}
-                    if "delete" in cmd:
-                        state.files.pop(cmd["delete"].strip("/"), None)
-                    if "move" in cmd:
-                        src, dst = cmd["move"]["from"].strip("/"), cmd["move"]["to"].strip("/")
-                        f = state.files.pop(src)
-                        f["name"] = dst.rsplit("/", 1)[-1]
-                        state.files[dst] = f
-                        parts = dst.split("/")[:-1]
-                        for i in range(1, len(parts) + 1):
-                            state.dirs.add("/".join(parts[:i]))
-                return self.send_json(200, {})
+            if fake_control.serve(self, state.control, state.log, raw):
+                return
             if parsed.path == "/token" and role == "api":
                 return self.token(raw)
             self.record(404)

@@ -49,6 +49,11 @@ protocol ConformanceSubject: Sendable {
     /// Deletes `delete` and moves `move` to `to` (a root-level name) on the server, keeping the moved file's identity
     /// where the API has one; false when the server cannot be changed.
     func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool
+    /// Gives `path` other bytes of the same size on the server, and a new version (ETag, rev, hashes): a file edited
+    /// while it downloads. Fakes: the op "modify" of the fakes' one control protocol (Tests/Fakes/fake_control.py).
+    func changeContent(of path: String) async throws
+    /// The requests the fake answered (its fake_control.py log); nil for a real server.
+    func requests() async throws -> [FakeRequest]?
     func stop()
 }
 
@@ -105,6 +110,10 @@ struct DropboxSubject: ConformanceSubject {
         try await fake.control(["op": "add", "path": "/" + to, "size": size])
         return true
     }
+    func changeContent(of path: String) async throws {
+        try await fake.control(["op": "modify", "path": "/" + path, "size": ConformanceLibrary.audio.first { $0.path == path }?.size ?? 1])
+    }
+    func requests() async throws -> [FakeRequest]? { try await fake.requests() }
     func stop() { fake.stop() }
 }
 
@@ -149,14 +158,16 @@ struct DriveSubject: ConformanceSubject {
         try await fake.control([["op": "expireToken"]])
         return true
     }
+    func id(_ path: String) throws -> String {
+        "file\(try #require(ConformanceLibrary.audio.firstIndex { $0.path == path }))x"
+    }
     func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
-        func id(_ path: String) throws -> String {
-            "file\(try #require(ConformanceLibrary.audio.firstIndex { $0.path == path }))x"
-        }
         try await fake.control([["op": "delete", "id": try id(delete)],
                                 ["op": "update", "id": try id(move), "parents": ["0AROOTFOLDERID"], "name": to]])
         return true
     }
+    func changeContent(of path: String) async throws { try await fake.control([["op": "modify", "id": try id(path)]]) }
+    func requests() async throws -> [FakeRequest]? { try await fake.requests() }
     func stop() { fake.stop() }
 }
 
@@ -191,6 +202,8 @@ struct OneDriveSubject: ConformanceSubject {
         try await fake.control(["op": "move", "path": "Music/" + move, "to": "Music/" + to])
         return true
     }
+    func changeContent(of path: String) async throws { try await fake.control(["op": "modify", "path": "Music/" + path]) }
+    func requests() async throws -> [FakeRequest]? { try await fake.requests() }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
     func refuseLinksAfterOneUse() async throws -> Bool {
         try await fake.control(["op": "set", "values": ["link_uses": 1, "link_status": 410]])
@@ -214,18 +227,20 @@ struct YandexSubject: ConformanceSubject {
         return YandexSubject(fake: fake, provider: fake.provider(pageSize: 2, tokens: fake.refresher(), pacer: sleeps.pacer()), sleeps: sleeps)
     }
     func throttleNextListingCall() async throws -> Bool {
-        try await fake.control(["throttle": ["count": 1, "status": 429, "retry_after": "1", "target": "api"]])
+        try await fake.control(["op": "throttle", "count": 1, "status": 429, "retry_after": "1", "target": "api"])
         return true
     }
     func expireToken() async throws -> Bool {
-        try await fake.control(["expire_token": true])
+        try await fake.control(["op": "expire_token"])
         return true
     }
     func deleteAndMove(delete: String, move: String, to: String) async throws -> Bool {
-        try await fake.control(["delete": delete])
-        try await fake.control(["move": ["from": move, "to": to]])
+        try await fake.control(["op": "delete", "path": delete])
+        try await fake.control(["op": "move", "from": move, "to": to])
         return true
     }
+    func changeContent(of path: String) async throws { try await fake.control(["op": "modify", "path": path]) }
+    func requests() async throws -> [FakeRequest]? { try await fake.requests() }
     func expectedBytes(_ path: String) -> [UInt8]? { nil }
     /// The spec already makes every href answer 410 after one GET.
     func refuseLinksAfterOneUse() async throws -> Bool { true }
@@ -276,6 +291,16 @@ final class WebDAVSubject: ConformanceSubject, @unchecked Sendable {
         try FileManager.default.moveItem(at: dir.appendingPathComponent(move), to: dir.appendingPathComponent(to))
         return true
     }
+    /// Written in the served folder, its modification time moved on by a minute: nginx and rclone make their ETag
+    /// of the time (nginx in whole seconds) and the size, which stays.
+    func changeContent(of path: String) async throws {
+        let url = dir.appendingPathComponent(path)
+        let old = try Data(contentsOf: url)
+        let modified = try FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date ?? Date()
+        try Data(old.map { $0 ^ 0xFF }).write(to: url)
+        try FileManager.default.setAttributes([.modificationDate: modified.addingTimeInterval(60)], ofItemAtPath: url.path)
+    }
+    func requests() async throws -> [FakeRequest]? { nil }
     func expectedBytes(_ path: String) -> [UInt8]? {
         ConformanceLibrary.audio.first { $0.path == path }.map { Self.content($0.path, size: $0.size) }
     }
@@ -286,37 +311,85 @@ final class WebDAVSubject: ConformanceSubject, @unchecked Sendable {
     }
 }
 
-/// Downloads `file` as the engine does: one resolved request reused for every `chunk`-sized range with `If-Range`
-/// (the request's strong tag, else the first answer's), a refused link (401/403/404/410) re-resolved through
-/// `resolveDownload(for:rejected:status:)` and the same offset asked again. Returns the bytes and the resolutions.
-func conformanceDownload(_ file: RemoteFile, provider: any Provider, transport: any Transport, chunk: Int64) async throws -> ([UInt8], Int) {
-    let sink = MemoryByteSink()
+/// A download by ``conformanceDownload(_:provider:transport:chunk:afterFirstPart:)``.
+struct ConformanceDownload {
+    var bytes: [UInt8]
+    /// Links resolved, the first included.
+    var resolutions: Int
+    /// Times the file was started over because a new version answered.
+    var restarts: Int
+    /// The validator the download ended with: the request's strong tag, else the first answer's ETag; nil when the
+    /// content host named no version at all.
+    var validator: String?
+}
+
+/// Downloads `file` as the engine does (FileFetcher): one resolved request reused for every `chunk`-sized range with
+/// `If-Range` (the request's strong tag, else the first answer's); a refused link (401/403/404/410) re-resolved
+/// through `resolveDownload(for:rejected:status:)` and the same offset asked again; an answer of another version (an
+/// ETag other than the known one, e.g. the 200 of an `If-Range` that no longer matches) drops the bytes and starts
+/// over from 0; a total size other than the listed one throws "changed size". `afterFirstPart` runs once, after the
+/// first range has arrived.
+func conformanceDownload(_ file: RemoteFile, provider: any Provider, transport: any Transport, chunk: Int64,
+                         afterFirstPart: (() async throws -> Void)? = nil) async throws -> ConformanceDownload {
+    var sink = MemoryByteSink()
     var request = try await provider.resolveDownload(for: file)
-    var resolutions = 1
-    var validator = request.etag
+    var result = ConformanceDownload(bytes: [], resolutions: 1, restarts: 0, validator: request.etag)
+    var hook = afterFirstPart
     var offset: Int64 = 0
+    func sameVersion(_ a: String, _ b: String) -> Bool {
+        EntityTag(parsing: a).flatMap { x in EntityTag(parsing: b).map { x.weakMatches($0) } } ?? (a == b)
+    }
     while offset < file.size {
         let range = offset...min(file.size - 1, offset + chunk - 1)
         let http = HTTPRequest(method: request.method, url: request.url, headers: HTTPHeaders(request.headers),
                                keepsAuthAcrossHosts: request.sendsAuthOnRedirect)
-        let outcome = try await transport.download(http, range: range, ifRange: validator, into: sink)
+        let outcome = try await transport.download(http, range: range, ifRange: result.validator.flatMap(EntityTag.ifRangeValidator),
+                                                   into: sink)
         switch outcome.head.status {
-        case 206:
-            #expect(outcome.delivered == range.lowerBound..<(range.upperBound + 1), "\(file.path): \(outcome.delivered) for \(range)")
-            #expect(outcome.totalSize == file.size, "\(file.path): Content-Range total")
-            if validator == nil { validator = outcome.head.headers["ETag"].flatMap(EntityTag.ifRangeValidator) }
-            offset = range.upperBound + 1
+        case 200, 206:
+            if let total = outcome.totalSize, total != file.size {
+                throw ProviderError(.invalidResponse, "\(file.path) changed size on the server during download (\(total) bytes now, \(file.size) listed)")
+            }
+            let answered = outcome.head.headers["ETag"]
+            if let known = result.validator, let answered, !sameVersion(known, answered) {
+                guard result.restarts < 2 else { throw ProviderError(.invalidResponse, "\(file.path) kept changing during download") }
+                result.restarts += 1
+                result.validator = answered
+                sink = MemoryByteSink()
+                offset = 0
+                continue
+            }
+            if result.validator == nil { result.validator = answered }
+            if outcome.head.status == 206 {
+                #expect(outcome.delivered == range.lowerBound..<(range.upperBound + 1), "\(file.path): \(outcome.delivered) for \(range)")
+                #expect(outcome.totalSize == file.size, "\(file.path): Content-Range total")
+                offset = range.upperBound + 1
+            } else {
+                offset = max(offset + 1, outcome.delivered.upperBound)
+            }
+            if let run = hook {
+                hook = nil
+                try await run()
+            }
         case 401, 403, 404, 410:
-            guard resolutions < 2 * Int(file.size / chunk + 2) else {
-                throw ProviderError(.linkExpired, "\(file.path): refused again after \(resolutions) resolutions")
+            guard result.resolutions < 2 * Int(file.size / chunk + 2) else {
+                throw ProviderError(.linkExpired, "\(file.path): refused again after \(result.resolutions) resolutions")
             }
             request = try await provider.resolveDownload(for: file, rejected: request, status: outcome.head.status)
-            resolutions += 1
+            result.resolutions += 1
         default:
             throw ProviderError(.invalidResponse, "\(file.path): HTTP \(outcome.head.status) at offset \(offset)")
         }
     }
-    return (sink.bytes, resolutions)
+    result.bytes = sink.bytes
+    return result
+}
+
+/// The digest of `bytes` of `kind`, as providers print it.
+func conformanceDigest(_ bytes: [UInt8], _ kind: HashKind) -> String {
+    var hasher = makeHasher(for: kind)
+    bytes.withUnsafeBytes { hasher.update($0) }
+    return hasher.finalize()
 }
 
 func conformanceSkip(_ subject: any ConformanceSubject, _ test: String, _ reason: String) {
@@ -390,15 +463,13 @@ struct ProviderConformanceTests {
             }
             let files = try await fullListing(subject).flatMap(\.upserts)
             for file in files {
-                let (bytes, _) = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 16)
+                let bytes = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 16).bytes
                 #expect(bytes.count == Int(file.size), "\(name) \(file.path)")
                 if let expected = subject.expectedBytes(file.path) {
                     #expect(bytes == expected, "\(name) \(file.path)")
                 } else {
                     let hash = try #require(file.preferredHash, "\(name) \(file.path): neither known bytes nor a hash")
-                    var hasher = makeHasher(for: hash.kind)
-                    bytes.withUnsafeBytes { hasher.update($0) }
-                    #expect(hasher.finalize() == hash.value, "\(name) \(file.path): \(hash.kind)")
+                    #expect(conformanceDigest(bytes, hash.kind) == hash.value, "\(name) \(file.path): \(hash.kind)")
                 }
             }
         }
@@ -413,14 +484,64 @@ struct ProviderConformanceTests {
             }
             let files = try await fullListing(subject).flatMap(\.upserts)
             let file = try #require(files.max { $0.size < $1.size })
-            let (bytes, resolutions) = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 32)
+            let download = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 32)
+            let bytes = download.bytes
             #expect(bytes.count == Int(file.size))
-            #expect(resolutions > 1, "\(name): the link was never refused")
+            #expect(download.resolutions > 1, "\(name): the link was never refused")
             if let hash = file.preferredHash {
-                var hasher = makeHasher(for: hash.kind)
-                bytes.withUnsafeBytes { hasher.update($0) }
-                #expect(hasher.finalize() == hash.value, "\(name) \(file.path)")
+                #expect(conformanceDigest(bytes, hash.kind) == hash.value, "\(name) \(file.path)")
             }
+        }
+    }
+
+    @Test("a file changed mid-download never yields bytes of two versions: the listed one throughout, a restart on the new one, or a changed error",
+          arguments: ConformanceSubjects.names)
+    func changedMidDownload(_ name: String) async throws {
+        try await with(name) { subject in
+            guard subject.provider.capabilities.supportsRanges else {
+                return conformanceSkip(subject, "changed mid-download", "supportsRanges is false")
+            }
+            let path = ConformanceLibrary.audio[1].path
+            let file = try #require(try await fullListing(subject).flatMap(\.upserts).first { $0.path == path })
+            let old = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: file.size).bytes
+            let logged = try await subject.requests()?.count ?? 0
+            var outcome: Result<ConformanceDownload, any Error>
+            do {
+                outcome = .success(try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 32) {
+                    try await subject.changeContent(of: path)
+                })
+            } catch {
+                outcome = .failure(error)
+            }
+            let ranged = try await subject.requests()?.dropFirst(logged).filter { $0.range != nil }
+            let relisted = try #require(try await fullListing(subject).flatMap(\.upserts).first { $0.path == path })
+            let new = try await conformanceDownload(relisted, provider: subject.provider, transport: subject.transport, chunk: relisted.size).bytes
+            #expect(old != new && old.count == new.count, "\(name): the change must give other bytes of the same size")
+            #expect(relisted.revision != file.revision || relisted.hashes != file.hashes || relisted.modified != file.modified,
+                    "\(name): the listing must show the new version")
+            let way: String
+            switch outcome {
+            case .failure(let error):
+                #expect((error as? ProviderError)?.message.contains("changed") == true, "\(name): \(error)")
+                way = "failed: \(error)"
+            case .success(let download) where download.bytes == old:
+                #expect(download.restarts == 0)
+                way = "the listed version throughout (the download names its revision)"
+            case .success(let download) where download.bytes == new:
+                #expect(download.restarts == 1, "\(name): the new version, so it must have started over")
+                way = "started over on the new version (an answer with a new ETag)"
+                if let ranged {
+                    #expect(ranged.dropFirst().allSatisfy { $0.if_range != nil }, "\(name): ranges after the first carry If-Range: \(ranged)")
+                }
+            case .success(let download):
+                // Mixed on the wire: only where nothing named a version; then the listed hash must refuse the bytes,
+                // as the engine's verification does (it fetches once more and fails the file).
+                #expect(download.validator == nil, "\(name): mixed versions although the content host sent ETag \(download.validator ?? "")")
+                let hash = try #require(file.preferredHash, "\(name): mixed versions and no declared hash to refuse them")
+                #expect(conformanceDigest(download.bytes, hash.kind) != hash.value)
+                way = "no version named on the wire; the mixed bytes fail the listed \(hash.kind) check"
+            }
+            print("conformance: \(name) changed mid-download: \(way)")
         }
     }
 
@@ -446,11 +567,9 @@ struct ProviderConformanceTests {
             #expect(Set(files.map(\.path)) == ConformanceLibrary.paths, "\(name)")
             _ = try await subject.expireToken()
             let file = try #require(files.max { $0.size < $1.size })
-            let (bytes, _) = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 64)
+            let bytes = try await conformanceDownload(file, provider: subject.provider, transport: subject.transport, chunk: 64).bytes
             let hash = try #require(file.preferredHash)
-            var hasher = makeHasher(for: hash.kind)
-            bytes.withUnsafeBytes { hasher.update($0) }
-            #expect(hasher.finalize() == hash.value, "\(name) \(file.path)")
+            #expect(conformanceDigest(bytes, hash.kind) == hash.value, "\(name) \(file.path)")
         }
     }
 

@@ -25,11 +25,7 @@ final class DropboxFake: Sendable {
     func stop() { fake.stop() }
 
     func control(_ op: [String: Any]) async throws {
-        let request = HTTPRequest(method: "POST", url: base.appendingPathComponent("_control"),
-                                  headers: ["Content-Type": "application/json"],
-                                  body: try JSONSerialization.data(withJSONObject: op))
-        let response = try await transport.send(request)
-        #expect(response.status == 200, "control \(op) → \(response.status)")
+        try await fake.control([op], via: transport)
     }
 
     struct LogEntry: Decodable {
@@ -42,10 +38,8 @@ final class DropboxFake: Sendable {
         var body_length: Int
     }
 
-    func log() async throws -> [LogEntry] {
-        let response = try await transport.send(HTTPRequest(url: base.appendingPathComponent("_log")))
-        return try JSONDecoder().decode([LogEntry].self, from: response.body)
-    }
+    func log() async throws -> [LogEntry] { try await fake.log(via: transport) }
+    func requests() async throws -> [FakeRequest] { try await fake.log(via: transport) }
 
     func calls(_ route: String) async throws -> Int { try await log().filter { $0.route == route }.count }
 

@@ -2,15 +2,15 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The fakes' one Range module (Tests/Fakes/fake_range.py) checks its own table; a failure here means every
-/// fake's ranged answers are suspect.
+/// The fakes' shared modules check themselves: Range and If-Range (Tests/Fakes/fake_range.py) and the one control
+/// protocol and request log (fake_control.py). A failure here means every fake's answers are suspect.
 @Suite("fake support library")
 struct FakeSupportTests {
-    @Test("fake_range.py: Range and If-Range answers, table-driven")
-    func rangeModuleSelfCheck() throws {
+    @Test("the shared fake modules pass their own tables", arguments: [("fake_range.py", "cases ok"), ("fake_control.py", "fake_control: ok")])
+    func moduleSelfCheck(_ module: (String, String)) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [RepositoryPaths.fake("fake_range.py").path]
+        process.arguments = [RepositoryPaths.fake(module.0).path]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -18,6 +18,6 @@ struct FakeSupportTests {
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "\(text)")
-        #expect(text.contains("cases ok"), "\(text)")
+        #expect(text.contains(module.1), "\(text)")
     }
 }

@@ -35,15 +35,11 @@ final class DriveFake: Sendable {
     var base: URL { fake.baseURL() }
 
     func control(_ ops: [[String: Any]]) async throws {
-        let body = try JSONSerialization.data(withJSONObject: ops)
-        let response = try await transport.send(HTTPRequest(method: "POST", url: base.appendingPathComponent("_control"), headers: ["Content-Type": "application/json"], body: body))
-        #expect(response.status == 200, "control \(ops) → \(String(decoding: response.body, as: UTF8.self))")
+        try await fake.control(ops, via: transport)
     }
 
-    func log() async throws -> [DriveLogEntry] {
-        let response = try await transport.send(HTTPRequest(url: base.appendingPathComponent("_log")))
-        return try JSONDecoder().decode([DriveLogEntry].self, from: response.body)
-    }
+    func log() async throws -> [DriveLogEntry] { try await fake.log(via: transport) }
+    func requests() async throws -> [FakeRequest] { try await fake.log(via: transport) }
 
     func stop() { fake.stop() }
 }

@@ -200,6 +200,27 @@ struct GoogleDriveFakeTests {
         }
     }
 
+    @Test("a cursor stored before the kit's envelope (`{\"version\":2,…}`) gives one full listing, then changes again")
+    func oldCursorFormat() async throws {
+        try await withDriveFake(librarySpec()) { fake in
+            let h = try DriveHarness(fake, root: "/Music")
+            let cursor = try #require(try await h.list().last?.cursor)
+            // The same facts in the spelling of format 2: the maps beside the token, "version" instead of "v".
+            let sealed = try #require(try JSONSerialization.jsonObject(with: Data(cursor.utf8)) as? [String: Any])
+            let items = try #require(sealed["items"] as? [String: Any])
+            let old: [String: Any] = ["version": 2, "root": sealed["root"] ?? "", "pageToken": sealed["pageToken"] ?? "",
+                                      "rootID": items["rootID"] ?? "", "folders": items["folders"] ?? [:], "files": items["files"] ?? [:]]
+            let oldText = String(decoding: try JSONSerialization.data(withJSONObject: old), as: UTF8.self)
+            #expect(throws: CursorEnvelope.Refusal.unreadable) { try DriveTree.open(oldText).get() }
+            try await fake.control([["op": "add", "item": file("n1", "New.mp3", "fMusic")]])
+            let pages = try await h.list(cursor: oldText)
+            #expect(pages.allSatisfy { $0.kind == .full })
+            #expect(byPath(pages).count == expectedMusic.count + 1)
+            let next = try #require(pages.last?.cursor)
+            #expect(try await h.list(cursor: next).allSatisfy { $0.kind == .changes })
+        }
+    }
+
     @Test("403 userRateLimitExceeded and 429 back off through the pacer and the listing completes")
     func rateLimits() async throws {
         try await withDriveFake(librarySpec()) { fake in
@@ -448,7 +469,7 @@ struct GoogleDriveUnitTests {
 
     @Test("duplicate names get stable suffixes; the smallest id keeps the name")
     func duplicateNames() {
-        let names = DriveTree.localNames([
+        let names = DriveTree.Items.distinctNames([
             (id: "zz9", name: "a.mp3", isFolder: false), (id: "aa1", name: "a.mp3", isFolder: false),
             (id: "mm5", name: "a.mp3", isFolder: true), (id: "x", name: "b/c", isFolder: false),
             (id: "y", name: "..", isFolder: true), (id: "q", name: ".hidden", isFolder: false),
@@ -458,7 +479,7 @@ struct GoogleDriveUnitTests {
         #expect(map == ["aa1": "a.mp3", "mm5": "a.mp3 (mm5)", "zz9": "a (zz9).mp3", "x": "b／c", "y": "．．",
                         "q": ".hidden", "r": ".hidden (r)"])
         // The same siblings in another order get the same names.
-        let again = DriveTree.localNames([
+        let again = DriveTree.Items.distinctNames([
             (id: "mm5", name: "a.mp3", isFolder: true), (id: "zz9", name: "a.mp3", isFolder: false),
             (id: "aa1", name: "a.mp3", isFolder: false),
         ])

@@ -134,6 +134,18 @@ struct OneDriveTreeTests {
         #expect(tree.folders.isEmpty)
     }
 
+    @Test("a cursor as cloudsync stored it before the kit's envelope still opens, with its tree")
+    func oldCursor() throws {
+        let text = #"{"v":1,"root":"music","audio":"flac,mp3","deltaLink":"https:\/\/graph.microsoft.com\/v1.0\/me\/drive\/root\/delta?token=abc","tree":{"rootID":"R","folders":{"M":{"n":"Music","p":"R"},"A":{"n":"Album"}},"files":{"f":{"n":"a.mp3","p":"M","s":5,"m":0,"r":"q","h":[{"kind":"quickxor","value":"q"}],"t":"audio\/mpeg"}}}}"#
+        let state = try OneDriveCursor.open(text).get()
+        #expect(state.deltaLink == "https://graph.microsoft.com/v1.0/me/drive/root/delta?token=abc")
+        #expect(state.tree.folders["A"] == OneDriveTree.Folder(name: "Album", parent: nil))
+        let (files, found) = state.tree.resolvedFiles(under: ["Music"])
+        #expect(found && files["f"]?.path == "a.mp3" && files["f"]?.size == 5 && files["f"]?.mimeType == "audio/mpeg")
+        #expect(try OneDriveCursor.open(try state.sealed()).get().tree == state.tree)
+        #expect(throws: CursorEnvelope.Refusal.version(found: 2, reads: 1)) { try OneDriveCursor.open(#"{"v":2}"#).get() }
+    }
+
     @Test("a moved file leaves a deletion unless another file now holds its old path")
     func changes() {
         func f(_ id: String, _ path: String) -> RemoteFile { RemoteFile(path: path, providerID: id, size: 1, modified: Date(timeIntervalSince1970: 0)) }

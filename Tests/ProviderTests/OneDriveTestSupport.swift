@@ -35,18 +35,11 @@ final class OneDriveFake: Sendable {
 
     @discardableResult
     func control(_ op: [String: Any]) async throws -> String {
-        let body = try JSONSerialization.data(withJSONObject: op)
-        let response = try await transport.send(HTTPRequest(method: "POST", url: apiURL.appendingPathComponent("_control"),
-                                                            headers: ["Content-Type": "application/json"], body: body))
-        #expect(response.status == 200, "control \(op) answered \(response.status)")
-        let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
-        return object?["result"] as? String ?? ""
+        try await fake.control([op], via: transport).last as? String ?? ""
     }
 
-    func log() async throws -> [LogEntry] {
-        let response = try await transport.send(HTTPRequest(url: apiURL.appendingPathComponent("_log")))
-        return try JSONDecoder().decode([LogEntry].self, from: response.body)
-    }
+    func log() async throws -> [LogEntry] { try await fake.log(via: transport) }
+    func requests() async throws -> [FakeRequest] { try await fake.log(via: transport) }
 
     func bytes(of id: String) async throws -> [UInt8] {
         let response = try await transport.send(HTTPRequest(url: apiURL.appending(path: "_bytes").appending(queryItems: [URLQueryItem(name: "id", value: id)])))

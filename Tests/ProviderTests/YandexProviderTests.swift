@@ -218,7 +218,7 @@ struct YandexProviderTests {
             var pages = 0
             for try await page in provider.listAudio(cursor: nil) {
                 pages += 1
-                if pages == 1 { try await fake.control(["expire_token": true]) }
+                if pages == 1 { try await fake.control(["op": "expire_token"]) }
                 for f in page.upserts { seen[f.path] = f }
             }
             #expect(seen.count == 6)
@@ -239,7 +239,7 @@ struct YandexProviderTests {
             let files = try await yandexListing(provider)
             let file = try #require(files["Music/Мумий Тролль/Владивосток 2000.mp3"])
             let bytes = try await yandexDownload(provider, file, transport: fake.transport, chunk: 16_384) { ranges in
-                if ranges == 2 { try await fake.control(["expire_token": true]) }
+                if ranges == 2 { try await fake.control(["op": "expire_token"]) }
             }
             #expect(yandexHash(bytes, .sha256) == file.hashes.first { $0.kind == .sha256 }?.value)
             let log = try await fake.log()
@@ -257,12 +257,12 @@ struct YandexProviderTests {
         try await YandexFake.with(["files": yandexLibrary]) { fake in
             let sleeps = SleepRecorder()
             let provider = fake.provider(pageSize: 2, pacer: sleeps.pacer())
-            try await fake.control(["throttle": ["count": 2, "status": 429, "retry_after": "1"]])
+            try await fake.control(["op": "throttle", "count": 2, "status": 429, "retry_after": "1"])
             let files = try await yandexListing(provider)
             #expect(Set(files.keys) == audioUnderDisk)
             // The pause is measured from when the 429 arrived, so the sleep is Retry-After minus a few microseconds.
             #expect(sleeps.recorded.filter { $0 > 0.9 && $0 <= 1 }.count >= 2, "slept \(sleeps.recorded)")
-            try await fake.control(["throttle": ["count": 1, "status": 503, "retry_after": NSNull()]])
+            try await fake.control(["op": "throttle", "count": 1, "status": 503, "retry_after": NSNull()])
             let again = try await yandexListing(provider)
             #expect(again.count == files.count)
             let log = try await fake.log()
@@ -276,7 +276,7 @@ struct YandexProviderTests {
         try await YandexFake.with(["files": yandexLibrary]) { fake in
             let sleeps = SleepRecorder()
             let provider = fake.provider(pacer: sleeps.pacer(retries: 1))
-            try await fake.control(["throttle": ["count": 5, "status": 429, "retry_after": "0"]])
+            try await fake.control(["op": "throttle", "count": 5, "status": 429, "retry_after": "0"])
             let error = await #expect(throws: ProviderError.self) { _ = try await yandexListing(provider) }
             #expect(error?.code == .rateLimited)
             #expect(error?.retryAfter == 0)

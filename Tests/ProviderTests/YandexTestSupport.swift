@@ -47,16 +47,11 @@ final class YandexFake: Sendable {
         var file: String?
     }
 
-    func log() async throws -> [Entry] {
-        let response = try await transport.send(HTTPRequest(url: apiURL.appendingPathComponent("_log")))
-        return try JSONDecoder().decode([Entry].self, from: response.body)
-    }
+    func log() async throws -> [Entry] { try await fake.log(via: transport) }
+    func requests() async throws -> [FakeRequest] { try await fake.log(via: transport) }
 
-    func control(_ command: [String: Any]) async throws {
-        let body = try JSONSerialization.data(withJSONObject: command)
-        let response = try await transport.send(HTTPRequest(method: "POST", url: apiURL.appendingPathComponent("_control"),
-                                                            headers: ["Content-Type": "application/json"], body: body))
-        #expect(response.status == 200)
+    func control(_ op: [String: Any]) async throws {
+        try await fake.control([op], via: transport)
     }
 
     func stop() { fake.stop() }

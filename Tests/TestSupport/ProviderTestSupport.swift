@@ -79,6 +79,28 @@ public final class PythonFake: @unchecked Sendable {
         URL(string: "http://\(host):\(ports[index])") ?? URL(fileURLWithPath: "/")
     }
 
+    /// `POST /_control` of the fakes' one control protocol (`Tests/Fakes/fake_control.py`) on the `port`-th server:
+    /// `ops` applied in order; returns each op's result. Throws when the fake refuses an op (400/404), naming why.
+    @discardableResult
+    public func control(_ ops: [[String: Any]], port index: Int = 0, via transport: any Transport) async throws -> [Any] {
+        let request = HTTPRequest(method: "POST", url: baseURL(port: index).appendingPathComponent("_control"),
+                                  headers: ["Content-Type": "application/json"], body: try JSONSerialization.data(withJSONObject: ops))
+        let response = try await transport.send(request)
+        let answer = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        guard response.status == 200 else {
+            throw TestSupportError("control \(ops) answered \(response.status): \(answer?["control_error"] ?? String(decoding: response.body, as: UTF8.self))")
+        }
+        return answer?["results"] as? [Any] ?? []
+    }
+
+    /// `GET /_log` of the `port`-th server: the requests it answered, oldest first, as `Entry` (the common fields
+    /// `method`, `path`, `range`, `if_range`, `auth`, `status` and the fake's own).
+    public func log<Entry: Decodable>(_ type: Entry.Type = Entry.self, port index: Int = 0, via transport: any Transport)
+        async throws -> [Entry] {
+        let response = try await transport.send(HTTPRequest(url: baseURL(port: index).appendingPathComponent("_log")))
+        return try JSONDecoder().decode([Entry].self, from: response.body)
+    }
+
     /// Reads `handle` up to the first newline or end of file. A watchdog kills `process` if no line has come
     /// within `timeout` seconds, which ends the read; that case throws.
     private static func firstLine(of handle: FileHandle, from process: Process, script: String,
@@ -158,6 +180,16 @@ public final class MemoryByteSink: ByteSink {
 
     /// Everything written, from offset 0.
     public var bytes: [UInt8] { storage.withLock { $0 } }
+}
+
+/// The fields every fake's request log has (`GET /_log` of `Tests/Fakes/fake_control.py`), whatever it adds.
+public struct FakeRequest: Decodable, Sendable {
+    public var method: String
+    public var path: String
+    public var range: String?
+    public var if_range: String?
+    public var auth: Bool
+    public var status: Int
 }
 
 /// Makes pacers that record every wait they are asked for and then wait at most `sleepCap` seconds of it, so a
