@@ -280,7 +280,7 @@ public final class EntryWriter: Sendable {
     /// Blocks handed to `sealQueue` and not done.
     private let sealing = DispatchGroup()
     /// Most blocks of one file in flight at once; beyond, the caller seals itself (back-pressure).
-    private static let maxBlocksInFlight = 16
+    private static let maxBlocksInFlight = 4
 
     /// Guards bytes written but not yet committed. Lock order: `durable`, then `seal`, then `pending`.
     private let pending: Mutex<Pending>
@@ -890,8 +890,13 @@ public final class EntryWriter: Sendable {
             if let open = folders[folder] {
                 parent = open
             } else {
-                parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
-                                                    display: cache.display("tracks/\(localPath)"))
+                do {
+                    parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
+                                                        display: cache.display("tracks/\(localPath)"))
+                } catch where error.errno == ENOENT && attempt < 8 {
+                    // A folder on the way was made, then pruned before it could be entered: make it again.
+                    continue
+                }
                 folders[folder] = parent
             }
             if renameat(cache.partialFD, partialName, parent, leaf) != 0 {

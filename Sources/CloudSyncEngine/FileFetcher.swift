@@ -381,7 +381,7 @@ struct FileFetcher: Sendable {
             guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }
             throw ProviderError(.invalidResponse, "\(job.file.path) is \(total) bytes on the server but was listed with \(job.file.size); it changed during the pull and will be fetched again next time")
         }
-        if let known, let now = responseETag, sameVersion(known, now) == false {
+        if let known, let now = responseETag, EntityTag.sameVersion(known, now) == false {
             guard try job.restart(etag: now, from: generation) else { throw SegmentStopped.superseded }
             logger.info("\(job.file.path) changed on the server during download (ETag); restarting it from the beginning")
             throw ProviderError(.transient, "\(job.file.path) changed during download; restarting")
@@ -480,13 +480,6 @@ struct FileFetcher: Sendable {
         }
         if rest > 0 { events(.progress(remote: job.remote, path: job.file.path, bytes: rest)) }
     }
-}
-
-/// Whether two ETags name the same version, ignoring a weak prefix (Apache reports `W/"x"` for a second
-/// after a write, then `"x"`).
-func sameVersion(_ a: String, _ b: String) -> Bool {
-    func plain(_ t: String) -> Substring { t.hasPrefix("W/") ? t.dropFirst(2) : Substring(t) }
-    return plain(a) == plain(b)
 }
 
 /// The ETag if it is strong (usable in `If-Range`), else nil.

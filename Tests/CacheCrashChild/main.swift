@@ -2,6 +2,7 @@
 // checkpointing as it goes, so the parent can kill -9 it at any moment and check what the index claims.
 //
 // Usage: cache-crash-child <cache-root> <remote> <path> <seed> <checkpoint-bytes> <pause-microseconds-per-chunk>
+// With CACHE_CRASH_KEY (64 hex digits) set, the cache is encrypted with that key (cache.encrypt).
 // Exit 0 after completing the entry; 3 on usage error; 4 on a cache error (message on stderr).
 import CloudSyncCache
 import CloudSyncCore
@@ -59,8 +60,10 @@ struct SplitMix: RandomNumberGenerator {
 
 do {
     var random = SplitMix(state: seed)
+    let key = ProcessInfo.processInfo.environment["CACHE_CRASH_KEY"].flatMap { CacheKey(text: $0) }
     let cache = try Cache.open(root: URL(fileURLWithPath: arguments[1]),
-                               limits: CacheLimits(checkpointBytes: checkpointBytes, checkpointInterval: .milliseconds(20)))
+                               limits: CacheLimits(checkpointBytes: checkpointBytes, checkpointInterval: .milliseconds(20)),
+                               encryption: key.map { .on($0) } ?? .off)
     let writer = try cache.openWriter(remote: arguments[2], path: arguments[3], wait: true)
     let chunk: Int64 = 16 * 1024
     var work: [Range<Int64>] = []
@@ -79,8 +82,9 @@ do {
         try writer.checkpointIfDue()
         if pause > 0 { usleep(pause) }
     }
-    try await writer.complete(expectedHash: ContentHash(kind: .sha256, value: "pattern")) { url in
-        let data = try Data(contentsOf: url)
+    try await writer.complete(expectedHash: ContentHash(kind: .sha256, value: "pattern")) { _ in
+        // The plaintext, through the writer (the file is ciphertext in an encrypted cache).
+        let data = try writer.read(0 ..< writer.size)
         for (i, byte) in data.enumerated() where byte != patternByte(Int64(i)) { return "mismatch at \(i)" }
         return "pattern"
     }

@@ -6,7 +6,8 @@ import Testing
 
 /// Several processes on one cache: kill -9 mid-write, concurrent writers and a reader, a real full disk.
 @Suite(.serialized) struct ProcessTests {
-    private func child(_ root: URL, path: String, seed: UInt64, checkpointBytes: Int, pauseMicroseconds: Int) throws -> (Process, Pipe) {
+    private func child(_ root: URL, path: String, seed: UInt64, checkpointBytes: Int, pauseMicroseconds: Int,
+                       key: CacheKey? = nil) throws -> (Process, Pipe) {
         let executable = productsDirectory().appendingPathComponent("cache-crash-child")
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw CacheError(.notFound, "cache-crash-child is not built at \(executable.path); run `swift build` first")
@@ -14,6 +15,7 @@ import Testing
         let process = Process()
         process.executableURL = executable
         process.arguments = [root.path, "r", path, String(seed), String(checkpointBytes), String(pauseMicroseconds)]
+        if let key { process.environment = ProcessInfo.processInfo.environment.merging(["CACHE_CRASH_KEY": key.hexText]) { $1 } }
         let stderr = Pipe()
         process.standardError = stderr
         try process.run()
@@ -30,11 +32,13 @@ import Testing
         return present.byteCount
     }
 
-    @Test func killNineLosesAtMostTheUncheckpointedBytes() throws {
+    /// Plaintext and encrypted (`cache.encrypt`: whole sealed blocks only, on a sealing queue).
+    @Test(arguments: [false, true]) func killNineLosesAtMostTheUncheckpointedBytes(encrypted: Bool) throws {
         let dir = TemporaryDirectory("crash")
         defer { dir.cleanup() }
         let size: Int64 = 3 * 1024 * 1024
-        let cache = try Cache.open(root: dir.url)
+        let key = encrypted ? CacheKey.random() : nil
+        let cache = try Cache.open(root: dir.url, encryption: key.map { .on($0) } ?? .off)
         try cache.upsert(remote: "r", file: remoteFile("crash.flac", size: size))
         let s = seed("killNineLosesAtMostTheUncheckpointedBytes")
         var random = SeededRandom(seed: s)
@@ -42,7 +46,7 @@ import Testing
         var midWrite = 0
         for round in 0..<24 {
             let (process, _) = try child(dir.url, path: "crash.flac", seed: s &+ UInt64(round), checkpointBytes: 96 * 1024,
-                                         pauseMicroseconds: 150)
+                                         pauseMicroseconds: 150, key: key)
             usleep(UInt32.random(in: 5_000...120_000, using: &random))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -54,13 +58,19 @@ import Testing
         print("killNine: \(kills) kills, \(midWrite) left a partial entry (seed \(s))")
         #expect(kills >= 20, "seed \(s)")
         // Resume to the end.
-        let (process, stderr) = try child(dir.url, path: "crash.flac", seed: s, checkpointBytes: 96 * 1024, pauseMicroseconds: 0)
+        let (process, stderr) = try child(dir.url, path: "crash.flac", seed: s, checkpointBytes: 96 * 1024, pauseMicroseconds: 0,
+                                          key: key)
         process.waitUntilExit()
         let message = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "child failed: \(message)")
         let entry = try #require(try cache.entry(remote: "r", path: "crash.flac"))
-        #expect(entry.state == .complete)
-        #expect(try Data(contentsOf: entry.localURL) == Data(pattern(0..<size)))
+        #expect(entry.state == .complete && entry.sealed == encrypted)
+        #expect(try cache.openReader(remote: "r", path: "crash.flac").read(0 ..< size) == Data(pattern(0..<size)))
+        if encrypted {
+            #expect(try PlaintextWindows(sources: [Data(pattern(0 ..< size))]).leaks(under: dir.url).isEmpty)
+        } else {
+            #expect(try Data(contentsOf: entry.localURL) == Data(pattern(0..<size)))
+        }
     }
 
     @Test func twoWritersAndAReaderAtOnce() throws {

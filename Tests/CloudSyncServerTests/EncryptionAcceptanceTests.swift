@@ -40,6 +40,25 @@ import TestSupport
         let heads = try InstantStartAcceptanceTests.listing(env)
         #expect(heads.allSatisfy { ($0["cached_bytes"] as? NSNumber)?.intValue ?? 0 > 0 }, "every track has bytes")
 
+        // 1b. serve on those partly cached tracks: ranges inside the heads, across their ends (filled on demand,
+        // sealed), and at the tails.
+        let cloud = try await FilesFake(root: library)
+        let partly = try BinaryEnv(davURL: cloud.davURL, extra: "encrypt = true", reusing: env)
+        do {
+            let (serve, port) = try await partly.serve()
+            defer { serve.stop() }
+            for name in ["mp3-cover.mp3", "m4a-end.m4a", "wav.wav", "opus.opus"] {
+                let source = sources[name]!
+                let n = source.count
+                for (lo, hi) in [(1000, 70_000), (300_000, 340_000), (n - 70_000, n - 1), (0, n - 1)] where lo >= 0 && hi < n && lo <= hi {
+                    let part = try await offPool { try RawClient(port: port).get("/tracks/lib/\(name)", headers: ["Range: bytes=\(lo)-\(hi)"]) }
+                    #expect(part.status == 206 && part.body == source[lo ... hi], "partly cached \(name) bytes \(lo)-\(hi): \(part.status)")
+                }
+            }
+        }
+        cloud.stop()
+        try expectNoPlaintext(env, "after serve filled partly cached tracks")
+
         // 2. A throttled pull killed with SIGKILL in the middle, then resumed to the end.
         let slow = try await FilesFake(root: library, rate: 1 << 20)
         defer { slow.stop() }

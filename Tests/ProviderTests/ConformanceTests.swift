@@ -336,9 +336,6 @@ func conformanceDownload(_ file: RemoteFile, provider: any Provider, transport: 
     var result = ConformanceDownload(bytes: [], resolutions: 1, restarts: 0, validator: request.etag)
     var hook = afterFirstPart
     var offset: Int64 = 0
-    func sameVersion(_ a: String, _ b: String) -> Bool {
-        EntityTag(parsing: a).flatMap { x in EntityTag(parsing: b).map { x.weakMatches($0) } } ?? (a == b)
-    }
     while offset < file.size {
         let range = offset...min(file.size - 1, offset + chunk - 1)
         let http = HTTPRequest(method: request.method, url: request.url, headers: HTTPHeaders(request.headers),
@@ -351,7 +348,7 @@ func conformanceDownload(_ file: RemoteFile, provider: any Provider, transport: 
                 throw ProviderError(.invalidResponse, "\(file.path) changed size on the server during download (\(total) bytes now, \(file.size) listed)")
             }
             let answered = outcome.head.headers["ETag"]
-            if let known = result.validator, let answered, !sameVersion(known, answered) {
+            if let known = result.validator, let answered, !EntityTag.sameVersion(known, answered) {
                 guard result.restarts < 2 else { throw ProviderError(.invalidResponse, "\(file.path) kept changing during download") }
                 result.restarts += 1
                 result.validator = answered

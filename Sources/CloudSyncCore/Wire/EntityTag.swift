@@ -37,6 +37,16 @@ public struct EntityTag: Sendable, Hashable, CustomStringConvertible {
     /// Weak comparison: the same opaque tag, whether either is weak or not.
     public func weakMatches(_ other: EntityTag) -> Bool { opaque == other.opaque }
 
+    /// Whether two `ETag` header values received for one file name the same version (the engine's check between
+    /// ranges of one download): weak comparison, since Apache reports `W/"x"` for a second after a write and
+    /// then `"x"`. Values that are not entity tags (servers that send them unquoted) compare as text, a `W/`
+    /// prefix ignored.
+    public static func sameVersion(_ a: String, _ b: String) -> Bool {
+        if let x = EntityTag(parsing: a), let y = EntityTag(parsing: b) { return x.weakMatches(y) }
+        func plain(_ t: String) -> Substring { t.hasPrefix("W/") ? t.dropFirst(2) : Substring(t) }
+        return plain(a) == plain(b)
+    }
+
     /// `text` as a validator `If-Range` may carry (RFC 9110 §13.1.5: a strong entity tag; a weak one would make
     /// every range come back as 200), or nil: weak, unquoted or malformed tags are never sent.
     public static func ifRangeValidator(_ text: String) -> String? {
