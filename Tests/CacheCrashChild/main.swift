@@ -76,6 +76,14 @@ do {
         }
     }
     work.shuffle(using: &random)
+    if key != nil {
+        // Encrypted: blocks in random order, each block's pieces in order (how streams deliver them), so whole
+        // blocks form and get sealed between the kills.
+        let blockSize = SealedLayout.defaultBlockSize
+        var order: [Int64: UInt64] = [:]
+        for r in work where order[r.lowerBound / blockSize] == nil { order[r.lowerBound / blockSize] = random.next() }
+        work.sort { (order[$0.lowerBound / blockSize]!, $0.lowerBound) < (order[$1.lowerBound / blockSize]!, $1.lowerBound) }
+    }
     for range in work {
         let bytes = (range.lowerBound..<range.upperBound).map(patternByte)
         try bytes.withUnsafeBytes { try writer.write($0, at: range.lowerBound) }
