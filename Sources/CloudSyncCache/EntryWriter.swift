@@ -224,16 +224,40 @@ public final class EntryWriter: Sendable {
         /// Nil for a plaintext entry.
         var sealer: Sealer?
         var buffers: [Int64: BlockBuffer] = [:]
-        /// Block buffers to reuse, and the sealed output of one block (both under the lock): no allocation per
-        /// block once a transfer runs.
-        var spare: [[UInt8]] = []
+        /// The sealed output of one block, for a block the writing thread seals itself: no allocation per block.
         var scratch: [UInt8] = []
-        /// Whole blocks handed to the writer's sealing queue and not on disk yet: fetched, not present.
-        var inFlight = RangeSet<Int64>()
-        var inFlightCount = 0
         /// Bumped by a discard or reset: a block sealed for an older epoch is dropped, never written.
         var epoch = 0
         /// The descriptor was closed (``close()``): reads go to the track or the index instead.
+        var closed = false
+    }
+
+    /// Whole blocks between the writing thread and the sealing queue (its own small lock, so the queue never
+    /// waits for the writing thread's copies, nor the writing thread for the queue's writes).
+    private struct Flight {
+        /// Handed to the sealing queue and not on disk yet: fetched, not present.
+        var blocks = RangeSet<Int64>()
+        var count = 0
+        /// Block buffers to reuse: no allocation per block once a transfer runs. Each has room for the tag, so
+        /// the queue seals a block in place.
+        var spare: [[UInt8]] = []
+        /// The bytes of each block handed off, until the queue takes them.
+        var waiting: [Int64: [UInt8]] = [:]
+
+        mutating func buffer(_ size: Int64) -> [UInt8] {
+            let count = Int(size + SealedLayout.tagSize)
+            return spare.popLast() ?? [UInt8](unsafeUninitializedCapacity: count) { _, n in n = count }
+        }
+
+        mutating func recycle(_ buffer: [UInt8]) {
+            if spare.count < 8 { spare.append(buffer) }
+        }
+    }
+
+    /// What the sealing queue checks before it writes a block: copies of `SealState`'s epoch and closed flag,
+    /// changed together with them.
+    private struct SealIO {
+        var epoch = 0
         var closed = false
     }
 
@@ -282,7 +306,13 @@ public final class EntryWriter: Sendable {
     /// Most blocks of one file in flight at once; beyond, the caller seals itself (back-pressure).
     private static let maxBlocksInFlight = 4
 
-    /// Guards bytes written but not yet committed. Lock order: `durable`, then `seal`, then `pending`.
+    /// Held by the sealing queue around each `pwrite` of a sealed block, and by whatever bumps the epoch or
+    /// closes the descriptor (``discard(_:)``, ``reset()``, ``close()``): the block lands whole or is dropped,
+    /// while the network thread, which takes only `seal`, never waits for a disk write.
+    private let sealIO = Mutex(SealIO())
+    private let flight = Mutex(Flight())
+    /// Guards bytes written but not yet committed. Lock order: `durable`, then `sealIO`, then `seal`, then
+    /// `flight`, then `pending`.
     private let pending: Mutex<Pending>
     /// Held for a whole checkpoint, discard or completion; guards what the index holds.
     private let durable: Mutex<Durable>
@@ -424,8 +454,8 @@ public final class EntryWriter: Sendable {
         if sealedLayout != nil {
             seal.withLock { s in
                 for buffer in s.buffers.values { have.formUnion(buffer.filled) }
-                have.formUnion(s.inFlight)
             }
+            flight.withLock { have.formUnion($0.blocks) }
         }
         return have.gaps(within: 0..<size)
     }
@@ -491,13 +521,12 @@ public final class EntryWriter: Sendable {
                 var buffer: BlockBuffer?
                 if let existing = s.buffers[index] {
                     buffer = existing
-                } else if s.inFlight.containsAll(block)
+                } else if flight.withLock({ $0.blocks.containsAll(block) })
                     || pending.withLock({ $0.committed.containsAll(block) || $0.ranges.containsAll(block) }) {
                     continue
                 }
                 if piece != block || buffer != nil {
-                    var gathering = buffer ?? BlockBuffer(bytes: s.spare.popLast() ?? [UInt8](unsafeUninitializedCapacity: Int(layout.blockSize)) { _, n in n = Int(layout.blockSize) },
-                                                          start: block.lowerBound)
+                    var gathering = buffer ?? BlockBuffer(bytes: flight.withLock { $0.buffer(layout.blockSize) }, start: block.lowerBound)
                     s.buffers[index] = nil  // held here alone while it is changed (no copy of its bytes)
                     gathering.bytes.withUnsafeMutableBytes { dst in
                         dst.baseAddress!.advanced(by: Int(piece.lowerBound - block.lowerBound))
@@ -510,22 +539,27 @@ public final class EntryWriter: Sendable {
                     }
                     buffer = gathering
                 }
-                if let sealQueue, s.inFlightCount < Self.maxBlocksInFlight {
-                    // Sealing (the CPU work) and the pwrite happen on this file's sealing queue; the caller (a
-                    // network thread) only copied bytes.
+                // Sealing (the CPU work) and the pwrite happen on this file's sealing queue; the caller (a
+                // network thread) only copied bytes.
+                if let sealQueue, flight.withLock({ (f: inout Flight) -> Bool in
+                    guard f.count < Self.maxBlocksInFlight else { return false }
                     var plain: [UInt8]
-                    if let buffer {
-                        plain = buffer.bytes
+                    if let whole = buffer {
+                        plain = whole.bytes
                     } else {
-                        plain = s.spare.popLast() ?? [UInt8](unsafeUninitializedCapacity: Int(layout.blockSize)) { _, n in n = Int(layout.blockSize) }
+                        plain = f.buffer(layout.blockSize)
                         plain.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: slice.baseAddress!, byteCount: slice.count) }
                     }
-                    s.inFlight.insert(contentsOf: block)
-                    s.inFlightCount += 1
+                    buffer = nil
+                    f.blocks.insert(contentsOf: block)
+                    f.count += 1
+                    f.waiting[index] = plain  // the only reference once this returns: the queue seals it in place
+                    return true
+                }) {
                     let epoch = s.epoch
                     sealing.enter()
-                    sealQueue.async { [self, plain] in
-                        sealInBackground(index: index, block: block, plain: plain, sealer: sealer, epoch: epoch)
+                    sealQueue.async { [self] in
+                        sealInBackground(index: index, block: block, sealer: sealer, epoch: epoch)
                     }
                     continue
                 }
@@ -543,7 +577,7 @@ public final class EntryWriter: Sendable {
                         sealer.seal(block: index, slice, into: out)
                     }
                 }
-                if let buffer, s.spare.count < 8 { s.spare.append(buffer.bytes) }
+                if let buffer { flight.withLock { $0.recycle(buffer.bytes) } }
                 let result = s.scratch.withUnsafeBytes { raw in
                     Result { () throws(CacheError) in
                         try pwriteAll(fd: fd, UnsafeRawBufferPointer(rebasing: raw[0 ..< sealedCount]), at: layout.diskOffset(ofBlock: index),
@@ -563,20 +597,20 @@ public final class EntryWriter: Sendable {
     /// Seals one whole block handed off by ``writeSealed(_:at:)`` and writes it, unless its file was reset, its
     /// bytes discarded or the writer closed meanwhile (then the block is dropped: it is fetched again). A failed
     /// write is thrown by the next ``checkpointIfDue()``, like a failed checkpoint.
-    private func sealInBackground(index: Int64, block: Range<Int64>, plain: [UInt8], sealer: Sealer, epoch: Int) {
+    private func sealInBackground(index: Int64, block: Range<Int64>, sealer: Sealer, epoch: Int) {
         defer { sealing.leave() }
         let count = block.count + Int(SealedLayout.tagSize)
-        var out = [UInt8](unsafeUninitializedCapacity: count) { _, n in n = count }
-        plain.withUnsafeBytes { p in
-            out.withUnsafeMutableBytes { sealer.seal(block: index, UnsafeRawBufferPointer(rebasing: p[0 ..< block.count]), into: $0) }
+        guard var out = flight.withLock({ $0.waiting.removeValue(forKey: index) }) else { return }
+        out.withUnsafeMutableBytes { p in
+            let sealed = UnsafeMutableRawBufferPointer(rebasing: p[0 ..< count])
+            sealer.seal(block: index, UnsafeRawBufferPointer(rebasing: p[0 ..< block.count]), into: sealed)
         }
-        let failure = seal.withLock { (s: inout SealState) -> CacheError? in
-            s.inFlight.remove(contentsOf: block)
-            s.inFlightCount -= 1
-            if s.spare.count < 8 { s.spare.append(plain) }
-            guard !s.closed, s.epoch == epoch else { return nil }
+        // The epoch cannot move while `sealIO` is held, so the check holds through the write. The block becomes
+        // pending before it leaves `flight`: never counted as neither.
+        let failure = sealIO.withLock { io -> CacheError? in
+            guard !io.closed, io.epoch == epoch else { return nil }
             do throws(CacheError) {
-                try pwriteAll(fd: fd, out, at: sealer.layout.diskOffset(ofBlock: index), io: cache.io,
+                try pwriteAll(fd: fd, out[0 ..< count], at: sealer.layout.diskOffset(ofBlock: index), io: cache.io,
                               display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
             } catch {
                 return error
@@ -587,6 +621,11 @@ public final class EntryWriter: Sendable {
                 $0.verified = false
             }
             return nil
+        }
+        flight.withLock { f in
+            f.blocks.remove(contentsOf: block)
+            f.count -= 1
+            f.recycle(out)
         }
         if let failure { pending.withLock { $0.failure = failure } }
     }
@@ -677,9 +716,12 @@ public final class EntryWriter: Sendable {
             if let layout = sealedLayout {
                 // Whole blocks go: a block is on disk whole or not at all.
                 range = layout.aligned(range)
-                seal.withLock { s in
-                    for index in layout.blocks(covering: range) { s.buffers[index] = nil }
-                    s.epoch += 1
+                sealIO.withLock { io in
+                    seal.withLock { s in
+                        for index in layout.blocks(covering: range) { s.buffers[index] = nil }
+                        s.epoch += 1
+                        io.epoch = s.epoch
+                    }
                 }
             }
             var next = d.committed
@@ -710,7 +752,7 @@ public final class EntryWriter: Sendable {
         }
         // A new salt, hence a new key: the next bytes (maybe another version) are never sealed under the nonces
         // of the old ones.
-        try seal.withLock { (s: inout SealState) throws(CacheError) in
+        try sealIO.withLock { (io: inout SealIO) throws(CacheError) in try seal.withLock { (s: inout SealState) throws(CacheError) in
             let header = SealedHeader.fresh()
             guard let fresh = Sealer(cacheKey: try cache.sealingKey(for: remote, path), header: header, id: id,
                                      generation: generation, plainSize: size) else { return }
@@ -724,12 +766,13 @@ public final class EntryWriter: Sendable {
             s.sealer = fresh
             s.buffers = [:]
             s.epoch += 1
-        }
+            io.epoch = s.epoch
+        } }
     }
 
     /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
     public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
-        if sealQueue != nil, seal.withLock({ !$0.inFlight.intersection(RangeSet(range)).isEmpty }) { settleSealing() }
+        if sealQueue != nil, flight.withLock({ !$0.blocks.intersection(RangeSet(range)).isEmpty }) { settleSealing() }
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
         }
@@ -952,9 +995,12 @@ public final class EntryWriter: Sendable {
         // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
         let completed = durable.withLock { d -> Bool in
             if !d.closed && fd >= 0 {
-                seal.withLock { s in
-                    s.closed = true
-                    Glibc.close(fd)
+                sealIO.withLock { io in
+                    seal.withLock { s in
+                        s.closed = true
+                        io.closed = true
+                        Glibc.close(fd)
+                    }
                 }
             }
             d.closed = true

@@ -208,7 +208,7 @@ public struct Sealer: Sendable {
         defer { EVP_CIPHER_CTX_free(ctx) }
         var nonce = Self.nonce(index)
         var ok = fileKey.withUnsafeBufferPointer { key in
-            EVP_EncryptInit_ex(ctx, EVP_chacha20_poly1305(), nil, key.baseAddress, &nonce) == 1
+            EVP_EncryptInit_ex(ctx, chacha20Poly1305, nil, key.baseAddress, &nonce) == 1
         }
         let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var written: Int32 = 0, tail: Int32 = 0
@@ -230,15 +230,16 @@ public struct Sealer: Sendable {
         defer { EVP_CIPHER_CTX_free(ctx) }
         var nonce = Self.nonce(index)
         var ok = fileKey.withUnsafeBufferPointer { key in
-            EVP_DecryptInit_ex(ctx, EVP_chacha20_poly1305(), nil, key.baseAddress, &nonce) == 1
+            EVP_DecryptInit_ex(ctx, chacha20Poly1305, nil, key.baseAddress, &nonce) == 1
         }
         let input = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        var tag = [UInt8](UnsafeBufferPointer(start: input + plain, count: Int(SealedLayout.tagSize)))
-        ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, Int32(SealedLayout.tagSize), &tag) == 1
+        // SET_TAG copies the tag; OpenSSL never writes through this pointer.
+        ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, Int32(SealedLayout.tagSize),
+                                       UnsafeMutableRawPointer(mutating: input + plain)) == 1
         var written: Int32 = 0, tail: Int32 = 0
-        var scratch = [UInt8](repeating: 0, count: 16)
-        ok = ok && scratch.withUnsafeMutableBufferPointer { scratchBuffer in
-            let out = output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchBuffer.baseAddress!
+        var scratch: UInt8 = 0
+        ok = ok && withUnsafeMutablePointer(to: &scratch) { scratchByte in
+            let out = output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchByte
             if plain > 0, EVP_DecryptUpdate(ctx, out, &written, input, Int32(plain)) != 1 { return false }
             return EVP_DecryptFinal_ex(ctx, plain > 0 ? out + Int(written) : out, &tail) == 1
         }
@@ -323,3 +324,8 @@ public struct Sealer: Sendable {
         return hmac(key: prk, data: info + [1])
     }
 }
+
+/// The cipher, fetched from the default provider once: the `EVP_chacha20_poly1305()` handle is looked up again
+/// on every `EVP_*Init_ex` (OpenSSL 3), a cost paid per 64 KiB block otherwise. Immutable once made.
+private nonisolated(unsafe) let chacha20Poly1305: OpaquePointer = EVP_CIPHER_fetch(nil, "ChaCha20-Poly1305", nil)
+    ?? EVP_chacha20_poly1305()
