@@ -9,7 +9,7 @@ quick=""; suffix=""
 results=${BENCH_RESULTS:-$here/results}; mkdir -p "$results"
 failed=()
 start=$(date +%s)
-for s in throughput resume api-economy scale torture budget soak instant-start; do
+for s in throughput resume api-economy scale torture budget soak instant-start encryption; do
     echo "== bench/$s.sh $quick" >&2
     t0=$(date +%s)
     if ! BENCH_RESULTS=$results "$here/$s.sh" $quick >/dev/null; then failed+=("$s"); fi
@@ -17,7 +17,7 @@ for s in throughput resume api-economy scale torture budget soak instant-start; 
 done
 {
     echo "# cloudsync benchmarks ($(date -u '+%F %H:%M UTC'), total $(( $(date +%s) - start )) s)"; echo
-    for s in throughput resume api-economy scale torture budget soak instant-start; do
+    for s in throughput resume api-economy scale torture budget soak instant-start encryption; do
         [ -f "$results/$s$suffix.md" ] && { sed 's/^# /## /; s/^## \([^#]\)/### \1/' "$results/$s$suffix.md"; echo; }
     done
 } >"$results/ALL$suffix.md"
