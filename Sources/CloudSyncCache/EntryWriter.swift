@@ -218,56 +218,40 @@ public final class EntryWriter: Sendable {
         var validator: String?
     }
 
-    /// An encrypted entry: the file's sealer and the blocks of which only some bytes arrived (plaintext, in
-    /// memory until the block is whole: only whole blocks reach the disk, sealed).
+    /// An encrypted entry: the file's sealer and the blocks of which only some bytes arrived (sealed as they
+    /// come, in memory until the block is whole: only whole blocks reach the disk).
     private struct SealState {
         /// Nil for a plaintext entry.
         var sealer: Sealer?
         var buffers: [Int64: BlockBuffer] = [:]
-        /// The sealed output of one block, for a block the writing thread seals itself: no allocation per block.
-        var scratch: [UInt8] = []
-        /// Bumped by a discard or reset: a block sealed for an older epoch is dropped, never written.
-        var epoch = 0
+        /// Sealed-block buffers to reuse: no allocation per block once a transfer runs.
+        var spare: [[UInt8]] = []
         /// The descriptor was closed (``close()``): reads go to the track or the index instead.
         var closed = false
     }
 
-    /// Whole blocks between the writing thread and the sealing queue (its own small lock, so the queue never
-    /// waits for the writing thread's copies, nor the writing thread for the queue's writes).
-    private struct Flight {
-        /// Handed to the sealing queue and not on disk yet: fetched, not present.
-        var blocks = RangeSet<Int64>()
-        var count = 0
-        /// Block buffers to reuse: no allocation per block once a transfer runs. Each has room for the tag, so
-        /// the queue seals a block in place.
-        var spare: [[UInt8]] = []
-        /// The bytes of each block handed off, until the queue takes them.
-        var waiting: [Int64: [UInt8]] = [:]
-
-        mutating func buffer(_ size: Int64) -> [UInt8] {
-            let count = Int(size + SealedLayout.tagSize)
-            return spare.popLast() ?? [UInt8](unsafeUninitializedCapacity: count) { _, n in n = count }
-        }
-
-        mutating func recycle(_ buffer: [UInt8]) {
-            if spare.count < 8 { spare.append(buffer) }
-        }
-    }
-
-    /// What the sealing queue checks before it writes a block: copies of `SealState`'s epoch and closed flag,
-    /// changed together with them.
-    private struct SealIO {
-        var epoch = 0
-        var closed = false
-    }
-
+    /// A block whose bytes are arriving: the first `prefix` of them already sealed into `sealed` (the one copy
+    /// they need: encrypted straight from the caller's buffer), and the plaintext of pieces that came ahead of
+    /// them (rare: fetches are block-aligned and each arrives in order) until the gap is filled.
     private struct BlockBuffer {
-        var bytes: [UInt8]
         let start: Int64
-        /// Bytes `[start, start + prefix)` arrived (the usual case: in order)…
+        /// Plaintext bytes in the block.
+        let count: Int64
+        /// Ciphertext of `[start, start + prefix)`, then (once whole) the tag: `count + 16` bytes.
+        var sealed: [UInt8]
         var prefix: Int64 = 0
-        /// …and these others (file offsets), when pieces came out of order.
+        /// Pieces ahead of the prefix: their plaintext at their place in the block, and where they are (file offsets).
+        var ahead: [UInt8]?
         var others: RangeSet<Int64>?
+        let stream: SealStream
+
+        init(sealer: Sealer, index: Int64, block: Range<Int64>, reusing spare: [UInt8]?) {
+            start = block.lowerBound
+            count = Int64(block.count)
+            let size = Int(sealer.layout.blockSize + SealedLayout.tagSize)
+            sealed = spare ?? [UInt8](unsafeUninitializedCapacity: size) { _, n in n = size }
+            stream = sealer.stream(block: index)
+        }
 
         /// Which bytes of the block arrived (file offsets).
         var filled: RangeSet<Int64> {
@@ -276,21 +260,48 @@ public final class EntryWriter: Sendable {
             return all
         }
 
-        mutating func add(_ piece: Range<Int64>) {
-            if others == nil && piece.lowerBound <= start + prefix && piece.upperBound > start + prefix {
-                prefix = piece.upperBound - start
-            } else if others == nil && piece.upperBound <= start + prefix {
-                return
-            } else {
+        var isWhole: Bool { prefix == count }
+
+        /// The bytes of the block sealed so far, with the tag once ``finish()`` ran.
+        var sealedCount: Int { Int(prefix) + (isWhole ? Int(SealedLayout.tagSize) : 0) }
+
+        /// Takes `piece` (file offset `offset`, inside the block). Bytes already taken are skipped: they are the
+        /// same version's.
+        mutating func add(_ piece: UnsafeRawBufferPointer, at offset: Int64) {
+            let upper = offset + Int64(piece.count)
+            let next = start + prefix
+            guard upper > next else { return }
+            guard offset <= next else {
+                var held = ahead ?? [UInt8](repeating: 0, count: Int(count))
+                held.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: Int(offset - start)).copyMemory(from: piece.baseAddress!, byteCount: piece.count) }
+                ahead = held
                 var set = others ?? RangeSet()
-                set.insert(contentsOf: piece)
+                set.insert(contentsOf: offset ..< upper)
                 others = set
+                return
             }
+            seal(UnsafeRawBufferPointer(rebasing: piece[Int(next - offset)...]))
+            guard var held = others, let plain = ahead else { return }
+            // The gap is filled up to the prefix: seal the pieces waiting right after it.
+            while let first = held.ranges.first, first.lowerBound <= start + prefix {
+                held.remove(contentsOf: first)
+                guard first.upperBound > start + prefix else { continue }
+                plain.withUnsafeBytes { seal(UnsafeRawBufferPointer(rebasing: $0[Int(prefix) ..< Int(first.upperBound - start)])) }
+            }
+            others = held.isEmpty ? nil : held
+            if others == nil { ahead = nil }
         }
 
-        func isWhole(_ block: Range<Int64>) -> Bool {
-            if start + prefix >= block.upperBound { return true }
-            return others != nil && filled.containsAll(block)
+        private mutating func seal(_ plain: UnsafeRawBufferPointer) {
+            let at = Int(prefix), stream = stream
+            sealed.withUnsafeMutableBytes { stream.update(plain, into: $0.baseAddress!.advanced(by: at)) }
+            prefix += Int64(plain.count)
+        }
+
+        /// Appends the tag (call once the block is whole).
+        mutating func finish() {
+            let at = Int(count), stream = stream
+            sealed.withUnsafeMutableBytes { stream.finish(tag: $0.baseAddress!.advanced(by: at)) }
         }
     }
 
@@ -299,20 +310,7 @@ public final class EntryWriter: Sendable {
     private let seal: Mutex<SealState>
     /// Where an encrypted entry's blocks are; nil for a plaintext entry.
     private let sealedLayout: SealedLayout?
-    /// Seals this file's whole blocks in order, off the network thread (encrypted entries only).
-    private let sealQueue: DispatchQueue?
-    /// Blocks handed to `sealQueue` and not done.
-    private let sealing = DispatchGroup()
-    /// Most blocks of one file in flight at once; beyond, the caller seals itself (back-pressure).
-    private static let maxBlocksInFlight = 4
-
-    /// Held by the sealing queue around each `pwrite` of a sealed block, and by whatever bumps the epoch or
-    /// closes the descriptor (``discard(_:)``, ``reset()``, ``close()``): the block lands whole or is dropped,
-    /// while the network thread, which takes only `seal`, never waits for a disk write.
-    private let sealIO = Mutex(SealIO())
-    private let flight = Mutex(Flight())
-    /// Guards bytes written but not yet committed. Lock order: `durable`, then `sealIO`, then `seal`, then
-    /// `flight`, then `pending`.
+    /// Guards bytes written but not yet committed. Lock order: `durable`, then `seal`, then `pending`.
     private let pending: Mutex<Pending>
     /// Held for a whole checkpoint, discard or completion; guards what the index holds.
     private let durable: Mutex<Durable>
@@ -333,7 +331,6 @@ public final class EntryWriter: Sendable {
             fd = -1
             seal = Mutex(SealState())
             sealedLayout = nil
-            sealQueue = nil
             pending = Mutex(Pending(committed: RangeSet(0..<row.file.size)))
             durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), completed: true,
                                     startSet: row.startSet, validator: row.validator))
@@ -411,7 +408,6 @@ public final class EntryWriter: Sendable {
         self.fd = fd
         seal = Mutex(SealState(sealer: sealer))
         sealedLayout = sealer?.layout
-        sealQueue = sealer == nil ? nil : DispatchQueue(label: "cloudsync-seal", qos: .userInitiated)
         pending = Mutex(Pending(committed: committed))
         durable = Mutex(Durable(committed: committed, completed: false, startSet: row.startSet,
                                 validator: generation == row.generation ? row.validator : nil))
@@ -455,7 +451,6 @@ public final class EntryWriter: Sendable {
             seal.withLock { s in
                 for buffer in s.buffers.values { have.formUnion(buffer.filled) }
             }
-            flight.withLock { have.formUnion($0.blocks) }
         }
         return have.gaps(within: 0..<size)
     }
@@ -503,9 +498,12 @@ public final class EntryWriter: Sendable {
         }
     }
 
-    /// Gathers `bytes` into their blocks; each block that is whole (all its bytes arrived, in this write or
-    /// before) is sealed and written, and becomes pending. Blocks already on disk are skipped: they hold the same
-    /// version's bytes (a changed file restarts), and a block is never sealed twice under one key.
+    /// Seals `bytes` into their blocks as they arrive (``BlockBuffer``); a block whose bytes are all sealed gets
+    /// its tag, is written whole with one `pwrite` and becomes pending. So the writing thread copies each byte
+    /// once, as a plaintext write does, and encrypts it in that copy (like the provider's hash, work per byte
+    /// that moves with the bytes; no other thread, queue or lock hand-off). Blocks already on disk are skipped:
+    /// they hold the same version's bytes (a changed file restarts), and a block is never sealed twice under one
+    /// key.
     private func writeSealed(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(CacheError) {
         let end = offset + Int64(bytes.count)
         try seal.withLock { (s: inout SealState) throws(CacheError) in
@@ -518,73 +516,23 @@ public final class EntryWriter: Sendable {
                 let piece = at ..< min(end, block.upperBound)
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[Int(piece.lowerBound - offset) ..< Int(piece.upperBound - offset)])
                 at = piece.upperBound
-                var buffer: BlockBuffer?
-                if let existing = s.buffers[index] {
-                    buffer = existing
-                } else if flight.withLock({ $0.blocks.containsAll(block) })
-                    || pending.withLock({ $0.committed.containsAll(block) || $0.ranges.containsAll(block) }) {
+                var gathering: BlockBuffer
+                if let existing = s.buffers.removeValue(forKey: index) {
+                    gathering = existing  // held here alone while it changes (no copy of its bytes)
+                } else if pending.withLock({ $0.committed.containsAll(block) || $0.ranges.containsAll(block) }) {
+                    continue
+                } else {
+                    gathering = BlockBuffer(sealer: sealer, index: index, block: block, reusing: s.spare.popLast())
+                }
+                gathering.add(slice, at: piece.lowerBound)
+                guard gathering.isWhole else {
+                    s.buffers[index] = gathering
                     continue
                 }
-                if piece != block || buffer != nil {
-                    var gathering = buffer ?? BlockBuffer(bytes: flight.withLock { $0.buffer(layout.blockSize) }, start: block.lowerBound)
-                    s.buffers[index] = nil  // held here alone while it is changed (no copy of its bytes)
-                    gathering.bytes.withUnsafeMutableBytes { dst in
-                        dst.baseAddress!.advanced(by: Int(piece.lowerBound - block.lowerBound))
-                            .copyMemory(from: slice.baseAddress!, byteCount: slice.count)
-                    }
-                    gathering.add(piece)
-                    guard gathering.isWhole(block) else {
-                        s.buffers[index] = gathering
-                        continue
-                    }
-                    buffer = gathering
-                }
-                // Sealing (the CPU work) and the pwrite happen on this file's sealing queue; the caller (a
-                // network thread) only copied bytes.
-                if let sealQueue, flight.withLock({ (f: inout Flight) -> Bool in
-                    guard f.count < Self.maxBlocksInFlight else { return false }
-                    var plain: [UInt8]
-                    if let whole = buffer {
-                        plain = whole.bytes
-                    } else {
-                        plain = f.buffer(layout.blockSize)
-                        plain.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: slice.baseAddress!, byteCount: slice.count) }
-                    }
-                    buffer = nil
-                    f.blocks.insert(contentsOf: block)
-                    f.count += 1
-                    f.waiting[index] = plain  // the only reference once this returns: the queue seals it in place
-                    return true
-                }) {
-                    let epoch = s.epoch
-                    sealing.enter()
-                    sealQueue.async { [self] in
-                        sealInBackground(index: index, block: block, sealer: sealer, epoch: epoch)
-                    }
-                    continue
-                }
-                let sealedCount = block.count + Int(SealedLayout.tagSize)
-                if s.scratch.count < sealedCount {
-                    s.scratch = [UInt8](unsafeUninitializedCapacity: Int(layout.blockSize + SealedLayout.tagSize)) { _, n in
-                        n = Int(layout.blockSize + SealedLayout.tagSize)
-                    }
-                }
-                s.scratch.withUnsafeMutableBytes { raw in
-                    let out = UnsafeMutableRawBufferPointer(rebasing: raw[0 ..< sealedCount])
-                    if let buffer {
-                        buffer.bytes.withUnsafeBytes { sealer.seal(block: index, UnsafeRawBufferPointer(rebasing: $0[0 ..< block.count]), into: out) }
-                    } else {
-                        sealer.seal(block: index, slice, into: out)
-                    }
-                }
-                if let buffer { flight.withLock { $0.recycle(buffer.bytes) } }
-                let result = s.scratch.withUnsafeBytes { raw in
-                    Result { () throws(CacheError) in
-                        try pwriteAll(fd: fd, UnsafeRawBufferPointer(rebasing: raw[0 ..< sealedCount]), at: layout.diskOffset(ofBlock: index),
-                                      io: cache.io, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
-                    }
-                }
-                try result.get()
+                gathering.finish()
+                try pwriteAll(fd: fd, gathering.sealed[0 ..< gathering.sealedCount], at: layout.diskOffset(ofBlock: index),
+                              io: cache.io, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+                if s.spare.count < 2 { s.spare.append(gathering.sealed) }
                 pending.withLock {
                     $0.ranges.insert(block)
                     $0.bytesSinceCheckpoint += Int64(block.count)
@@ -592,47 +540,6 @@ public final class EntryWriter: Sendable {
                 }
             }
         }
-    }
-
-    /// Seals one whole block handed off by ``writeSealed(_:at:)`` and writes it, unless its file was reset, its
-    /// bytes discarded or the writer closed meanwhile (then the block is dropped: it is fetched again). A failed
-    /// write is thrown by the next ``checkpointIfDue()``, like a failed checkpoint.
-    private func sealInBackground(index: Int64, block: Range<Int64>, sealer: Sealer, epoch: Int) {
-        defer { sealing.leave() }
-        let count = block.count + Int(SealedLayout.tagSize)
-        guard var out = flight.withLock({ $0.waiting.removeValue(forKey: index) }) else { return }
-        out.withUnsafeMutableBytes { p in
-            let sealed = UnsafeMutableRawBufferPointer(rebasing: p[0 ..< count])
-            sealer.seal(block: index, UnsafeRawBufferPointer(rebasing: p[0 ..< block.count]), into: sealed)
-        }
-        // The epoch cannot move while `sealIO` is held, so the check holds through the write. The block becomes
-        // pending before it leaves `flight`: never counted as neither.
-        let failure = sealIO.withLock { io -> CacheError? in
-            guard !io.closed, io.epoch == epoch else { return nil }
-            do throws(CacheError) {
-                try pwriteAll(fd: fd, out[0 ..< count], at: sealer.layout.diskOffset(ofBlock: index), io: cache.io,
-                              display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
-            } catch {
-                return error
-            }
-            pending.withLock {
-                $0.ranges.insert(block)
-                $0.bytesSinceCheckpoint += Int64(block.count)
-                $0.verified = false
-            }
-            return nil
-        }
-        flight.withLock { f in
-            f.blocks.remove(contentsOf: block)
-            f.count -= 1
-            f.recycle(out)
-        }
-        if let failure { pending.withLock { $0.failure = failure } }
-    }
-
-    /// Waits until every block handed to the sealing queue is on disk (or dropped): at most a few blocks' work.
-    private func settleSealing() {
-        if sealQueue != nil { sealing.wait() }
     }
 
     /// Asks the cache's writer for a checkpoint when ``CacheLimits/checkpointBytes`` were written or
@@ -666,11 +573,6 @@ public final class EntryWriter: Sendable {
     /// while the writer is busy are done together: their fdatasyncs are issued at once before each checkpoint
     /// runs (and then finds its bytes on disk), so many files flushing at once cost one journal commit.
     public func flush() async throws(CacheError) {
-        if sealQueue != nil {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                sealing.notify(queue: .global()) { done.resume() }
-            }
-        }
         try await cache.writer.flush(self)
     }
 
@@ -680,8 +582,6 @@ public final class EntryWriter: Sendable {
     /// (the entry's fingerprint moved on) or was removed since this writer opened. Blocks for the sync: async
     /// code calls ``flush()``.
     public func checkpoint() throws(CacheError) {
-        // Blocks of an encrypted entry still being sealed are written first (a few blocks' work).
-        settleSealing()
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed, !d.closed else { return }
             let snapshot = pending.withLock { p in
@@ -716,12 +616,8 @@ public final class EntryWriter: Sendable {
             if let layout = sealedLayout {
                 // Whole blocks go: a block is on disk whole or not at all.
                 range = layout.aligned(range)
-                sealIO.withLock { io in
-                    seal.withLock { s in
-                        for index in layout.blocks(covering: range) { s.buffers[index] = nil }
-                        s.epoch += 1
-                        io.epoch = s.epoch
-                    }
+                seal.withLock { s in
+                    for index in layout.blocks(covering: range) { s.buffers[index] = nil }
                 }
             }
             var next = d.committed
@@ -752,7 +648,7 @@ public final class EntryWriter: Sendable {
         }
         // A new salt, hence a new key: the next bytes (maybe another version) are never sealed under the nonces
         // of the old ones.
-        try sealIO.withLock { (io: inout SealIO) throws(CacheError) in try seal.withLock { (s: inout SealState) throws(CacheError) in
+        try seal.withLock { (s: inout SealState) throws(CacheError) in
             let header = SealedHeader.fresh()
             guard let fresh = Sealer(cacheKey: try cache.sealingKey(for: remote, path), header: header, id: id,
                                      generation: generation, plainSize: size) else { return }
@@ -765,14 +661,11 @@ public final class EntryWriter: Sendable {
             try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: display, cacheRoot: cache.root.path)
             s.sealer = fresh
             s.buffers = [:]
-            s.epoch += 1
-            io.epoch = s.epoch
-        } }
+        }
     }
 
     /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
     public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
-        if sealQueue != nil, flight.withLock({ !$0.blocks.intersection(RangeSet(range)).isEmpty }) { settleSealing() }
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
         }
@@ -863,7 +756,6 @@ public final class EntryWriter: Sendable {
     /// report). Throws `.incomplete` if bytes are missing. Allows ``promote()`` until the next write or discard.
     public func verify(expectedHash: ContentHash?, verify: (URL) throws -> String?) throws {
         if isCompleted { return }
-        settleSealing()
         let missing = missingRanges()
         guard missing.isEmpty else {
             throw CacheError(.incomplete, "\(remote):\(path) still misses \(ByteSize.format(missing.byteCount)); fetch "
@@ -983,7 +875,6 @@ public final class EntryWriter: Sendable {
 
     /// Checkpoints what is pending (failures are logged) and releases the writer lock. Idempotent.
     public func close() {
-        settleSealing()
         let wasOpen = pending.withLock { p in
             let was = p.open
             p.open = false
@@ -995,12 +886,9 @@ public final class EntryWriter: Sendable {
         // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
         let completed = durable.withLock { d -> Bool in
             if !d.closed && fd >= 0 {
-                sealIO.withLock { io in
-                    seal.withLock { s in
-                        s.closed = true
-                        io.closed = true
-                        Glibc.close(fd)
-                    }
+                seal.withLock { s in
+                    s.closed = true
+                    Glibc.close(fd)
                 }
             }
             d.closed = true

@@ -221,6 +221,17 @@ public struct Sealer: Sendable {
         precondition(ok && Int(written + tail) == plaintext.count, "OpenSSL's ChaCha20-Poly1305 failed")
     }
 
+    /// Starts sealing block `index` piece by piece (``SealStream``).
+    func stream(block index: Int64) -> SealStream {
+        let ctx = EVP_CIPHER_CTX_new()!
+        var nonce = Self.nonce(index)
+        let ok = fileKey.withUnsafeBufferPointer { key in
+            EVP_EncryptInit_ex(ctx, chacha20Poly1305, nil, key.baseAddress, &nonce) == 1
+        }
+        precondition(ok, "OpenSSL's ChaCha20-Poly1305 failed")
+        return SealStream(ctx)
+    }
+
     /// Opens block `index` (`sealed`: ciphertext then tag) into `output` (`sealed.count - 16` bytes). False when
     /// the tag does not match: the block was changed (tampering, bit rot) or belongs to another file or key.
     public func open(block index: Int64, _ sealed: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
@@ -329,3 +340,32 @@ public struct Sealer: Sendable {
 /// on every `EVP_*Init_ex` (OpenSSL 3), a cost paid per 64 KiB block otherwise. Immutable once made.
 private nonisolated(unsafe) let chacha20Poly1305: OpaquePointer = EVP_CIPHER_fetch(nil, "ChaCha20-Poly1305", nil)
     ?? EVP_chacha20_poly1305()
+
+/// One block sealed as its bytes arrive, in order: ChaCha20-Poly1305 is a stream cipher, so the pieces give
+/// exactly the ciphertext and tag that ``Sealer/seal(block:_:into:)`` gives for the whole block. Used under its
+/// writer's lock only.
+final class SealStream {
+    private let ctx: OpaquePointer
+
+    fileprivate init(_ ctx: OpaquePointer) { self.ctx = ctx }
+
+    deinit { EVP_CIPHER_CTX_free(ctx) }
+
+    /// Encrypts the next `plain.count` bytes of the block into `out`.
+    func update(_ plain: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer) {
+        guard plain.count > 0 else { return }
+        var written: Int32 = 0
+        let ok = EVP_EncryptUpdate(ctx, out.assumingMemoryBound(to: UInt8.self), &written,
+                                   plain.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(plain.count)) == 1
+        precondition(ok && Int(written) == plain.count, "OpenSSL's ChaCha20-Poly1305 failed")
+    }
+
+    /// Ends the block: its 16-byte tag goes to `tag`.
+    func finish(tag: UnsafeMutableRawPointer) {
+        var tail: Int32 = 0
+        var none: UInt8 = 0
+        var ok = EVP_EncryptFinal_ex(ctx, &none, &tail) == 1 && tail == 0
+        ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, Int32(SealedLayout.tagSize), tag) == 1
+        precondition(ok, "OpenSSL's ChaCha20-Poly1305 failed")
+    }
+}

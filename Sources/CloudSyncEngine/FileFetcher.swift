@@ -331,7 +331,7 @@ struct FileFetcher: Sendable {
             let sink = JobSink(job: job, generation: generation) { bytes in
                 events(.progress(remote: job.remote, path: job.file.path, bytes: bytes))
             }
-            let ifRange = job.etag.flatMap(strongETag)
+            let ifRange = job.etag.flatMap(EntityTag.ifRangeValidator)
             let outcome = try await transport.download(request, range: chunk.lowerBound ... chunk.upperBound - 1, ifRange: ifRange,
                                                        whenRangeIgnored: segment ? .stop : .skipToOffset, into: sink)
             let status = outcome.head.status
@@ -480,11 +480,6 @@ struct FileFetcher: Sendable {
         }
         if rest > 0 { events(.progress(remote: job.remote, path: job.file.path, bytes: rest)) }
     }
-}
-
-/// The ETag if it is strong (usable in `If-Range`), else nil.
-func strongETag(_ etag: String) -> String? {
-    EntityTag.ifRangeValidator(etag)
 }
 
 /// The links one fetcher resolved, by file version (path and fingerprint); a link about to expire is not handed

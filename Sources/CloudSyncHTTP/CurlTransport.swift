@@ -79,7 +79,9 @@ public final class CurlTransport: Transport {
         if let range {
             precondition(range.lowerBound >= 0, "ranges are absolute: never suffix ranges")
             extra.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)"))
-            if let ifRange, Self.isStrongETag(ifRange) { extra.append(("If-Range", ifRange)) }
+            // `If-Range` needs a strong validator (RFC 9110 §13.1.5): with a weak `W/"…"` one every range would come
+            // back as 200, so it is not sent.
+            if let ifRange, EntityTag.ifRangeValidator(ifRange) != nil { extra.append(("If-Range", ifRange)) }
         }
         let errorLimit = options.maxErrorBody
         let (final, result) = try await follow(request, extraHeaders: extra, acceptsCompression: false, deadline: nil) {
@@ -89,12 +91,6 @@ public final class CurlTransport: Transport {
         let ok = result.status == 200 || result.status == 206
         return DownloadOutcome(head: head, delivered: result.delivered, rangeIgnored: result.rangeIgnored,
                                totalSize: result.totalSize, errorBody: ok ? Data() : result.body)
-    }
-
-    /// `If-Range` needs a strong validator (RFC 9110 §13.1.5): a weak `W/"…"` one would make every range
-    /// come back as 200, so it is not sent.
-    static func isStrongETag(_ tag: String) -> Bool {
-        EntityTag.ifRangeValidator(tag) != nil
     }
 
     /// Sends `original` and follows its redirects. `deadline` bounds everything (API requests): a hop is not even

@@ -32,7 +32,7 @@ import Testing
         return present.byteCount
     }
 
-    /// Plaintext and encrypted (`cache.encrypt`: whole sealed blocks only, on a sealing queue).
+    /// Plaintext and encrypted (`cache.encrypt`: whole sealed blocks only, sealed as their bytes arrive).
     @Test(arguments: [false, true]) func killNineLosesAtMostTheUncheckpointedBytes(encrypted: Bool) throws {
         let dir = TemporaryDirectory("crash")
         defer { dir.cleanup() }

@@ -128,6 +128,58 @@ import TestSupport
                        encryption: .on(key))
     }
 
+    /// A block sealed piece by piece as its bytes arrive (what the writer does) is byte for byte the block sealed
+    /// at once: the same ciphertext and tag, for random cuts of full and short blocks.
+    @Test func blocksSealedPieceByPieceEqualBlocksSealedAtOnce() throws {
+        let s = seed("blocksSealedPieceByPieceEqualBlocksSealedAtOnce")
+        var random = SeededRandom(seed: s)
+        let sealer = try #require(Sealer(cacheKey: CacheKey.random(), header: SealedHeader.fresh(), id: 3, generation: 1,
+                                         plainSize: 1_000_000))
+        for round in 0 ..< 40 {
+            let count = round % 4 == 0 ? Int.random(in: 1 ... 65_536, using: &random) : 65_536
+            let plain = (0 ..< count).map { _ in UInt8.random(in: 0 ... 255, using: &random) }
+            let index = Int64.random(in: 0 ... 14, using: &random)
+            var once = [UInt8](repeating: 0, count: count + 16)
+            plain.withUnsafeBytes { p in once.withUnsafeMutableBytes { sealer.seal(block: index, p, into: $0) } }
+            var pieces = [UInt8](repeating: 0, count: count + 16)
+            let stream = sealer.stream(block: index)
+            var at = 0
+            while at < count {
+                let n = min(count - at, Int.random(in: 0 ... 20_000, using: &random))
+                plain.withUnsafeBytes { p in
+                    pieces.withUnsafeMutableBytes { stream.update(UnsafeRawBufferPointer(rebasing: p[at ..< at + n]), into: $0.baseAddress! + at) }
+                }
+                at += n
+            }
+            pieces.withUnsafeMutableBytes { stream.finish(tag: $0.baseAddress! + count) }
+            #expect(pieces == once, "seed \(s), round \(round): \(count) bytes of block \(index)")
+        }
+    }
+
+    /// Pieces that overlap each other and repeat, in random order (a cut connection fetched again, a segment
+    /// that overlaps another): every byte is sealed once, and what is read back is the plaintext.
+    @Test func overlappingAndRepeatedPiecesSealEachByteOnce() async throws {
+        let s = seed("overlappingAndRepeatedPiecesSealEachByteOnce")
+        var random = SeededRandom(seed: s)
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try sealedCache(dir)
+        let size = Int64.random(in: 150_000 ... 400_000, using: &random)
+        try cache.upsert(remote: "r", file: remoteFile("b.ogg", size: size))
+        let writer = try cache.openWriter(remote: "r", path: "b.ogg")
+        while !writer.missingRanges().isEmpty {
+            // Starts before 0 are clamped, so the first bytes are as likely to be covered as any others.
+            let start = Int64.random(in: -70_000 ..< size, using: &random)
+            let piece = max(0, start) ..< min(size, max(1, start + Int64.random(in: 1 ... 70_000, using: &random)))
+            try writer.writePattern(piece)
+        }
+        #expect(try writer.read(0 ..< size) == Data(pattern(0 ..< size)), "seed \(s)")
+        try writer.checkpoint()
+        writer.close()
+        let reader = try cache.openReader(remote: "r", path: "b.ogg")
+        #expect(try reader.read(0 ..< size) == Data(pattern(0 ..< size)), "seed \(s)")
+    }
+
     /// Random pieces in random order through the writer: only whole blocks reach the disk (and the index), the
     /// rest waits in memory and still counts as fetched; what is read back is the plaintext; no plaintext window
     /// is in any file.
