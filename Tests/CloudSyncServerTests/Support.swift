@@ -209,7 +209,12 @@ final class RawClient: @unchecked Sendable {
 
     func get(_ target: String, headers: [String] = [], method: String = "GET") throws -> Response {
         send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
-        return try readResponse(bodyless: method == "HEAD")
+        do {
+            return try readResponse(bodyless: method == "HEAD")
+        } catch {
+            // Which request failed, so that a timeout under load names what the server was doing.
+            throw TestSupportError("\(method) \(target) \(headers): \(error)")
+        }
     }
 
     /// Reads one response (Content-Length framing). Throws when the connection closes first.
