@@ -262,9 +262,6 @@ public final class EntryWriter: Sendable {
 
         var isWhole: Bool { prefix == count }
 
-        /// The bytes of the block sealed so far, with the tag once ``finish()`` ran.
-        var sealedCount: Int { Int(prefix) + (isWhole ? Int(SealedLayout.tagSize) : 0) }
-
         /// Takes `piece` (file offset `offset`, inside the block). Bytes already taken are skipped: they are the
         /// same version's.
         mutating func add(_ piece: UnsafeRawBufferPointer, at offset: Int64) {
@@ -298,10 +295,11 @@ public final class EntryWriter: Sendable {
             prefix += Int64(plain.count)
         }
 
-        /// Appends the tag (call once the block is whole).
-        mutating func finish() {
+        /// Appends the tag (call once the block is whole) and returns the sealed block: ciphertext, then tag.
+        mutating func finish() -> ArraySlice<UInt8> {
             let at = Int(count), stream = stream
             sealed.withUnsafeMutableBytes { stream.finish(tag: $0.baseAddress!.advanced(by: at)) }
+            return sealed[0 ..< at + Int(SealedLayout.tagSize)]
         }
     }
 
@@ -529,8 +527,7 @@ public final class EntryWriter: Sendable {
                     s.buffers[index] = gathering
                     continue
                 }
-                gathering.finish()
-                try pwriteAll(fd: fd, gathering.sealed[0 ..< gathering.sealedCount], at: layout.diskOffset(ofBlock: index),
+                try pwriteAll(fd: fd, gathering.finish(), at: layout.diskOffset(ofBlock: index),
                               io: cache.io, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
                 if s.spare.count < 2 { s.spare.append(gathering.sealed) }
                 pending.withLock {

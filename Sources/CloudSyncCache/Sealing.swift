@@ -204,21 +204,9 @@ public struct Sealer: Sendable {
     /// then tag).
     public func seal(block index: Int64, _ plaintext: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
         precondition(output.count == plaintext.count + Int(SealedLayout.tagSize))
-        let ctx = EVP_CIPHER_CTX_new()!
-        defer { EVP_CIPHER_CTX_free(ctx) }
-        var nonce = Self.nonce(index)
-        var ok = fileKey.withUnsafeBufferPointer { key in
-            EVP_EncryptInit_ex(ctx, chacha20Poly1305, nil, key.baseAddress, &nonce) == 1
-        }
-        let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        var written: Int32 = 0, tail: Int32 = 0
-        if plaintext.count > 0 {
-            ok = ok && EVP_EncryptUpdate(ctx, out, &written, plaintext.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                         Int32(plaintext.count)) == 1
-        }
-        ok = ok && EVP_EncryptFinal_ex(ctx, out + Int(written), &tail) == 1
-        ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, Int32(SealedLayout.tagSize), out + plaintext.count) == 1
-        precondition(ok && Int(written + tail) == plaintext.count, "OpenSSL's ChaCha20-Poly1305 failed")
+        let whole = stream(block: index)
+        whole.update(plaintext, into: output.baseAddress!)
+        whole.finish(tag: output.baseAddress!.advanced(by: plaintext.count))
     }
 
     /// Starts sealing block `index` piece by piece (``SealStream``).
