@@ -217,6 +217,8 @@ struct FileFetcher: Sendable {
     let segmentThreshold: Int64
     let events: @Sendable (SyncEvent) -> Void
     let logger: Logger
+    /// Where the fetcher's own tasks (a link being resolved) run; nil: Swift's global pool.
+    var executor: (any TaskExecutor)? = nil
 
     /// Fetches every missing byte of `job` inside `bounds`. With `checkpointAtEnd` the bytes are made durable
     /// (on the cache's writer) before returning; the full pass skips that because promotion syncs the file anyway
@@ -419,7 +421,7 @@ struct FileFetcher: Sendable {
                 if s.etag == nil { s.etag = earlier.etag }
                 return .ready(earlier, s.downloadVersion)
             }
-            let resolving = Task { [provider, logger] in
+            let resolving = Task(executorPreference: executor) { [provider, logger] in
                 guard let refused else { return try await provider.resolveDownload(for: job.file) }
                 logger.info("\(job.file.path): content host answered \(refused.status); resolving the download again")
                 return try await provider.resolveDownload(for: job.file, rejected: refused.request, status: refused.status)

@@ -56,7 +56,8 @@ public struct RemoteOffline: Error, Sendable, CustomStringConvertible {
 ///
 /// Contracts:
 /// - A stream's wanted bytes are fetched at once by a task of their own: serve's fetches never wait in a queue
-///   (only the remote's `Pacer` can delay them, on 429/Retry-After).
+///   (only the remote's `Pacer` can delay them, on 429/Retry-After), and never wait for a cooperative thread:
+///   every task of an `OnDemand` runs on its ``DedicatedExecutor``.
 /// - Within a process, one fetch session per entry: two clients of the same missing track share it, so each
 ///   byte is downloaded once. Across processes the entry's writer lock decides: while another process (a
 ///   `pull`) holds it, streams see that writer's checkpointed bytes (``CacheLimits/checkpointBytes``) and
@@ -82,6 +83,8 @@ public final class OnDemand: Sendable {
     private let sessions = Mutex<[String: FetchSession]>([:])
     private let nextID = Atomic<UInt64>(1)
     private let offline = Mutex<Offline?>(nil)
+    /// Runs every task of this object (fetch sessions, their GETs, the offline probe): see ``DedicatedExecutor``.
+    let executor: DedicatedExecutor
 
     private struct Offline {
         var reason: String
@@ -99,9 +102,10 @@ public final class OnDemand: Sendable {
         self.options = options
         self.logger = logger
         self.transport = transport
+        executor = DedicatedExecutor(label: "cloudsync.serve.\(remote)")
         // One stream per entry: a player reads in order, and a seek re-prioritises at once.
         fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
-                              segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger)
+                              segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger, executor: executor)
     }
 
     deinit {
@@ -148,7 +152,7 @@ public final class OnDemand: Sendable {
         guard started else { return }
         logger.warning("serve: \(remote): the cloud cannot be reached (\(reason)); answering from the cache only until it is back")
         // The task holds this object only while a probe runs, so an OnDemand that goes away ends it.
-        let probe = Task { [weak self, options] in
+        let probe = Task(executorPreference: executor) { [weak self, options] in
             var pause = options.probeInterval
             while !Task.isCancelled {
                 do { try await Task.sleep(for: pause) } catch { return }
@@ -328,7 +332,7 @@ final class FetchSession: Sendable {
 
     private func startLocked(_ s: inout State) {
         s.preempted = false
-        s.task = Task { await self.run() }
+        s.task = Task(executorPreference: owner.executor) { await self.run() }
     }
 
     /// Fetches what ``nextFetch`` chooses, one GET at a time, until no demand misses bytes; completes
@@ -345,7 +349,7 @@ final class FetchSession: Sendable {
                 return next
             }
             guard let pick else { break }
-            let fetch = Task { [owner, job] in try await owner.fetcher.fetch(job, within: pick.range, checkpointAtEnd: false) }
+            let fetch = Task(executorPreference: owner.executor) { [owner, job] in try await owner.fetcher.fetch(job, within: pick.range, checkpointAtEnd: false) }
             let cancelledAlready = state.withLock { s -> Bool in
                 s.fetch = fetch
                 return s.preempted || s.demands.isEmpty

@@ -96,6 +96,35 @@ import TestSupport
                                                  andPath: { let u = f.directory.file("expected"); try? data.write(to: u); return u.path }()))
     }
 
+    /// A missing track is fetched and served while every thread of Swift's cooperative pool is blocked (by other
+    /// code of the process): serve's fetches run on a thread of their own. (Before, a GET here waited for a
+    /// cooperative thread, and under a loaded test run a client saw no response head for 10 s.)
+    @Test func missingTrackIsServedWhileTheCooperativePoolIsBlocked() async throws {
+        let data = sourceBytes(700_000, seed: 12)
+        let f = try Fixture(files: ["blocked.opus": data])
+        let port = f.server.port
+        let outcome = try await offPool { () -> (body: Data?, blockersRan: Bool) in
+            let width = ProcessInfo.processInfo.activeProcessorCount
+            let started = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            for _ in 0 ..< width {
+                Task.detached {
+                    started.signal()
+                    release.wait()
+                }
+            }
+            defer { for _ in 0 ..< width { release.signal() } }
+            // Every cooperative thread now waits (other tests may hold some first: wait for ours to start).
+            var running = 0
+            for _ in 0 ..< width where started.wait(timeout: .now() + 60) == .success { running += 1 }
+            guard running == width else { return (nil, false) }
+            return (try RawClient(port: port).get("/tracks/music/blocked.opus", headers: ["Range: bytes=300000-"]).body, true)
+        }
+        #expect(outcome.blockersRan, "the tasks that block the pool never started")
+        #expect(outcome.body == data.subdata(in: 300_000 ..< data.count))
+        #expect(f.origin.gets("blocked.opus") >= 1)
+    }
+
     /// A client that asks for a little and leaves gets its read-ahead (2 chunks), not the whole track.
     @Test func disconnectEndsReadAhead() async throws {
         let data = sourceBytes(6 << 20, seed: 4)

@@ -1,0 +1,23 @@
+import Dispatch
+
+/// A task executor with a thread of its own: jobs run in order on a serial dispatch queue, which libdispatch
+/// serves from its overcommit threads, outside the cooperative pool (one thread per core) that runs every other
+/// task of the process.
+///
+/// `serve` runs its on-demand fetches here (``OnDemand``): a player waiting for its first byte must not wait for
+/// a cooperative thread, and code elsewhere in the process that blocks those threads (a synchronous wait, a long
+/// computation; with two cores, two of them are the whole pool) must not stall the fetch. The work is short between
+/// suspensions (choose a range, start a GET, hand a checkpoint to the cache's writer), so one thread is enough; the
+/// bytes move on the transport's loop thread.
+final class DedicatedExecutor: TaskExecutor {
+    private let queue: DispatchQueue
+
+    init(label: String) {
+        queue = DispatchQueue(label: label, qos: .userInitiated)
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+    }
+}
