@@ -3,11 +3,11 @@
 # each pull transfers (nginx's access log), files shrunk or evicted, states after; then a play-like change (a
 # track's last play recorded by reading it through serve) and the bytes of the pull after it; (2) planning time
 # over a 20,000-track index: `cache evict --dry-run` (index read + plan, no listing, no fetch).
-#   usage: bench/budget.sh [--quick]        --quick: 5,000 tracks for (2)
+#   usage: bench/budget.sh [--quick]        --quick: 2,000 tracks for (2)
 source "$(dirname "$0")/lib.sh"
 need nginx
 out=$RESULTS/budget$([ $QUICK = 1 ] && echo -quick || true).md
-n2=$([ $QUICK = 1 ] && echo 5000 || echo 20000)
+n2=$([ $QUICK = 1 ] && echo 2000 || echo 20000)
 failures=0
 
 # ---------- (1) ten times the budget

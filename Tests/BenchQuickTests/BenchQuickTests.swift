@@ -5,8 +5,11 @@ import Foundation
 import Testing
 import TestSupport
 
-@Suite("bench/ quick mode", .serialized)
-struct BenchQuickTests {
+/// The scripts, in two suites that run side by side, each one script at a time: most of a script's time is
+/// waiting (Retry-After pauses, rate-capped servers, server start-ups; torture's CPU is a fifth of its wall
+/// time), so two at once finish in little more than half the time of one after another, and never more than two
+/// sets of servers share the machine. Every script takes fresh ports and its own temporary folders.
+enum BenchQuick {
     /// The cloudsync binary built with the tests (debug), else a release build.
     static func binary() throws -> String {
         for config in ["debug", "release"] {
@@ -51,9 +54,61 @@ struct BenchQuickTests {
         return (process.terminationStatus, table, String(stderr.suffix(2000)))
     }
 
+}
+
+@Suite("bench/ quick mode: faults, kill -9, concurrency, encryption", .serialized)
+struct BenchQuickFaultTests {
+    @Test("torture --quick: every fault row behaves as expected")
+    func torture() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("torture")
+        #expect(status == 0, "bench/torture.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(!table.contains("UNEXPECTED"), "unexpected rows:\n\(table)")
+    }
+
+    @Test("soak --quick: two serves, pull and cache loops, 16 byte-checking players: 0 wrong bytes, crashes, hangs")
+    func soak() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("soak")
+        #expect(status == 0, "bench/soak.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(table.contains("| **wrong bytes** | **0** |"), "table:\n\(table)")
+    }
+
+    @Test("encryption --quick: plaintext and encrypted pulls and serve reads give the right bytes")
+    func encryption() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("encryption")
+        #expect(status == 0, "bench/encryption.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(table.contains("Throughput encrypted / plaintext") && table.contains("time to first byte")
+                && table.contains("at this link rate"), "table:\n\(table)")
+    }
+
+    @Test("resume --quick: every rerun after kill -9 ends with the right files")
+    func resume() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("resume")
+        #expect(status == 0, "bench/resume.sh --quick failed:\n\(stderr)")
+        #expect(table.contains("| cloudsync |"), "no cloudsync row in:\n\(table)")
+    }
+}
+
+@Suite("bench/ quick mode: throughput, listings, scale, budget, instant start", .serialized)
+struct BenchQuickScaleTests {
+    @Test("api-economy --quick: listing requests are counted for every provider")
+    func apiEconomy() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("api-economy")
+        #expect(status == 0, "bench/api-economy.sh --quick failed:\n\(stderr)")
+        for row in ["cloudsync-webdav", "cloudsync-dropbox", "cloudsync-onedrive", "cloudsync-yandex"] {
+            #expect(table.contains("| \(row) |"), "no row for \(row) in:\n\(table)")
+        }
+    }
+
+    @Test("budget --quick: a library ten times the budget converges; a played track is complete after the next pull")
+    func budget() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("budget")
+        #expect(status == 0, "bench/budget.sh --quick failed:\n\(stderr)\n\(table)")
+        #expect(table.contains("| pull 5 | 0 |"), "table:\n\(table)")
+    }
+
     @Test("throughput --quick: every tool gets the right bytes")
     func throughput() throws {
-        let (status, table, stderr) = try Self.runQuick("throughput")
+        let (status, table, stderr) = try BenchQuick.runQuick("throughput")
         #expect(status == 0, "bench/throughput.sh --quick failed:\n\(stderr)")
         // One row per tool and destination: the disk (BENCH_DISK) and tmpfs.
         for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "curl@nginx-http"] {
@@ -62,9 +117,16 @@ struct BenchQuickTests {
         }
     }
 
+    @Test("scale --quick: pull and ls --offline complete")
+    func scale() throws {
+        let (status, table, stderr) = try BenchQuick.runQuick("scale")
+        #expect(status == 0, "bench/scale.sh --quick failed:\n\(stderr)")
+        #expect(table.contains("ls-offline"), "no ls --offline row in:\n\(table)")
+    }
+
     @Test("throughput --segments --quick: one big file over one and several connections, right bytes")
     func throughputSegments() throws {
-        let (status, table, stderr) = try Self.runQuick("throughput", arguments: ["--segments"], table: "throughput-segments")
+        let (status, table, stderr) = try BenchQuick.runQuick("throughput", arguments: ["--segments"], table: "throughput-segments")
         #expect(status == 0, "bench/throughput.sh --segments --quick failed:\n\(stderr)")
         for tool in ["cloudsync-seg1", "cloudsync-seg4", "aria2c-x4", "rclone-streams4", "curl"] {
             #expect(table.contains("| \(tool) |"), "no row for \(tool) in:\n\(table)")
@@ -72,64 +134,13 @@ struct BenchQuickTests {
         #expect(table.contains("limit_rate"), "no rate-limited server in:\n\(table)")
     }
 
-    @Test("resume --quick: every rerun after kill -9 ends with the right files")
-    func resume() throws {
-        let (status, table, stderr) = try Self.runQuick("resume")
-        #expect(status == 0, "bench/resume.sh --quick failed:\n\(stderr)")
-        #expect(table.contains("| cloudsync |"), "no cloudsync row in:\n\(table)")
-    }
-
-    @Test("api-economy --quick: listing requests are counted for every provider")
-    func apiEconomy() throws {
-        let (status, table, stderr) = try Self.runQuick("api-economy")
-        #expect(status == 0, "bench/api-economy.sh --quick failed:\n\(stderr)")
-        for row in ["cloudsync-webdav", "cloudsync-dropbox", "cloudsync-onedrive", "cloudsync-yandex"] {
-            #expect(table.contains("| \(row) |"), "no row for \(row) in:\n\(table)")
-        }
-    }
-
-    @Test("scale --quick: pull and ls --offline complete")
-    func scale() throws {
-        let (status, table, stderr) = try Self.runQuick("scale")
-        #expect(status == 0, "bench/scale.sh --quick failed:\n\(stderr)")
-        #expect(table.contains("ls-offline"), "no ls --offline row in:\n\(table)")
-    }
-
-    @Test("budget --quick: a library ten times the budget converges; a played track is complete after the next pull")
-    func budget() throws {
-        let (status, table, stderr) = try Self.runQuick("budget")
-        #expect(status == 0, "bench/budget.sh --quick failed:\n\(stderr)\n\(table)")
-        #expect(table.contains("| pull 5 | 0 |"), "table:\n\(table)")
-    }
-
-    @Test("soak --quick: two serves, pull and cache loops, 16 byte-checking players: 0 wrong bytes, crashes, hangs")
-    func soak() throws {
-        let (status, table, stderr) = try Self.runQuick("soak")
-        #expect(status == 0, "bench/soak.sh --quick failed:\n\(stderr)\n\(table)")
-        #expect(table.contains("| **wrong bytes** | **0** |"), "table:\n\(table)")
-    }
-
     @Test("instant-start --quick: the ten formats of #17 decode offline through serve from their start sets")
     func instantStart() throws {
-        let (status, table, stderr) = try Self.runQuick("instant-start")
+        let (status, table, stderr) = try BenchQuick.runQuick("instant-start")
         #expect(status == 0, "bench/instant-start.sh --quick failed:\n\(stderr)\n\(table)")
         for format in ["mp3-cover.mp3", "m4a-end.m4a", "opus-cover.opus", "wav.wav"] {
             #expect(table.contains("| \(format) |"), "no row for \(format) in:\n\(table)")
         }
         #expect(!table.contains("| failed |"), "table:\n\(table)")
-    }
-
-    @Test("encryption --quick: plaintext and encrypted pulls and serve reads give the right bytes")
-    func encryption() throws {
-        let (status, table, stderr) = try Self.runQuick("encryption")
-        #expect(status == 0, "bench/encryption.sh --quick failed:\n\(stderr)\n\(table)")
-        #expect(table.contains("Throughput encrypted / plaintext") && table.contains("time to first byte"), "table:\n\(table)")
-    }
-
-    @Test("torture --quick: every fault row behaves as expected")
-    func torture() throws {
-        let (status, table, stderr) = try Self.runQuick("torture")
-        #expect(status == 0, "bench/torture.sh --quick failed:\n\(stderr)\n\(table)")
-        #expect(!table.contains("UNEXPECTED"), "unexpected rows:\n\(table)")
     }
 }

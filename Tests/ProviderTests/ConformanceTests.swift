@@ -393,7 +393,10 @@ func conformanceSkip(_ subject: any ConformanceSubject, _ test: String, _ reason
     print("conformance: skip \(subject.name) \(test): \(reason)")
 }
 
-@Suite("Provider conformance: the same cases for every provider", .serialized, .timeLimit(.minutes(5)))
+/// The tests run in parallel, the cases of each (one per subject) one after another: at most one server per test
+/// at a time. Serialized as a whole, the suite took ~3 minutes with the machine's CPU three quarters idle (each
+/// case mostly waits for its server to start and answer).
+@Suite("Provider conformance: the same cases for every provider", .timeLimit(.minutes(5)))
 struct ProviderConformanceTests {
     func with(_ name: String, _ body: (any ConformanceSubject) async throws -> Void) async throws {
         let subject = try await ConformanceSubjects.start(name)
@@ -408,7 +411,7 @@ struct ProviderConformanceTests {
     }
 
     @Test("a full listing in tiny pages holds every audio file once, hostile names intact, sizes and declared hashes",
-          arguments: ConformanceSubjects.names)
+          .serialized, arguments: ConformanceSubjects.names)
     func listing(_ name: String) async throws {
         try await with(name) { subject in
             let pages = try await fullListing(subject)
@@ -436,7 +439,7 @@ struct ProviderConformanceTests {
         }
     }
 
-    @Test("an unchanged remote gives an empty change feed from the cursor", arguments: ConformanceSubjects.names)
+    @Test("an unchanged remote gives an empty change feed from the cursor", .serialized, arguments: ConformanceSubjects.names)
     func unchangedFeed(_ name: String) async throws {
         try await with(name) { subject in
             guard subject.provider.capabilities.hasChangeFeed else {
@@ -452,7 +455,7 @@ struct ProviderConformanceTests {
     }
 
     @Test("ranged downloads with If-Range give the exact bytes, checked by the declared hash or the source",
-          arguments: ConformanceSubjects.names)
+          .serialized, arguments: ConformanceSubjects.names)
     func rangedDownload(_ name: String) async throws {
         try await with(name) { subject in
             guard subject.provider.capabilities.supportsRanges else {
@@ -473,7 +476,7 @@ struct ProviderConformanceTests {
     }
 
     @Test("a link refused after one use is resolved again and the download continues at the same offset",
-          arguments: ConformanceSubjects.names)
+          .serialized, arguments: ConformanceSubjects.names)
     func refusedLink(_ name: String) async throws {
         try await with(name) { subject in
             guard try await subject.refuseLinksAfterOneUse() else {
@@ -492,7 +495,7 @@ struct ProviderConformanceTests {
     }
 
     @Test("a file changed mid-download never yields bytes of two versions: the listed one throughout, a restart on the new one, or a changed error",
-          arguments: ConformanceSubjects.names)
+          .serialized, arguments: ConformanceSubjects.names)
     func changedMidDownload(_ name: String) async throws {
         try await with(name) { subject in
             guard subject.provider.capabilities.supportsRanges else {
@@ -542,7 +545,7 @@ struct ProviderConformanceTests {
         }
     }
 
-    @Test("429 with Retry-After: the pacer waits what the server said and the listing completes", arguments: ConformanceSubjects.names)
+    @Test("429 with Retry-After: the pacer waits what the server said and the listing completes", .serialized, arguments: ConformanceSubjects.names)
     func throttled(_ name: String) async throws {
         try await with(name) { subject in
             guard try await subject.throttleNextListingCall() else {
@@ -554,7 +557,7 @@ struct ProviderConformanceTests {
         }
     }
 
-    @Test("401 → refresh → retry: a refused token is refreshed once and listing and downloads go on", arguments: ConformanceSubjects.names)
+    @Test("401 → refresh → retry: a refused token is refreshed once and listing and downloads go on", .serialized, arguments: ConformanceSubjects.names)
     func refreshedToken(_ name: String) async throws {
         try await with(name) { subject in
             guard try await subject.expireToken() else {
@@ -571,7 +574,7 @@ struct ProviderConformanceTests {
     }
 
     @Test("deleted and moved files: the next listing (from the cursor where a feed is declared) drops and moves them",
-          arguments: ConformanceSubjects.names)
+          .serialized, arguments: ConformanceSubjects.names)
     func deletedAndMoved(_ name: String) async throws {
         try await with(name) { subject in
             let capabilities = subject.provider.capabilities
