@@ -68,10 +68,9 @@ let package = Package(
         /// Benchmark driver for bench/transport.sh: parallel downloads through CurlTransport into files.
         .executableTarget(name: "transport-bench", dependencies: ["CloudSyncHTTP"], path: "bench/transport-bench"),
 
-        /// Shared test support: fake servers, temporary directories, process helpers. Built optimized even in a
-        /// debug build: its byte loops (the plaintext scan of every cached file) ran ~8x slower unoptimized.
+        /// Shared test support: fake servers, temporary directories, process helpers.
         .target(name: "TestSupport", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Tests/TestSupport",
-                exclude: ["make-audio-fixtures.sh"], swiftSettings: [.unsafeFlags(["-O"])]),
+                exclude: ["make-audio-fixtures.sh"]),
         .testTarget(name: "CloudSyncConfigTests", dependencies: ["CloudSyncConfig", "CloudSyncProviders", "TestSupport"],
                     resources: [.copy("toml-test")]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSyncHTTP", "TestSupport"]),
