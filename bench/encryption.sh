@@ -22,12 +22,16 @@ failures=0
 { echo "# Encryption at rest: plaintext vs encrypted cache ($(date -u +%F))"; echo; machine_line
   echo "Library: $count x $((size >> 20)) MiB from nginx WebDAV; runs per mode: $RUNS (interleaved)."; echo; } >"$out"
 
-for where in "$disk" "$SHM"; do
+# pulls WHERE HEADING RATIO-LABEL: a fresh folder under WHERE with a plaintext and an encrypted cache of nginx's
+# library (NGINX_PORT), RUNS interleaved pulls of each, the plaintext result checked, a table and the ratio
+# appended to $out. Sets base (the folder) and fs (its filesystem type).
+pulls() {
+    local where=$1 heading=$2 label=$3 res p e
     base=$(mktemp -d "$where/cloudsync-enc.XXXXXX")
     webdav_config "$WORK/plain.toml" "$base/plain" "http://127.0.0.1:$NGINX_PORT/dav/"
     webdav_config "$WORK/enc.toml" "$base/enc" "http://127.0.0.1:$NGINX_PORT/dav/" "encrypt = true"
     fs=$(stat -f -c %T "$base")
-    log "pull into $base ($fs)"
+    log "pull into $base ($fs)${heading:+, $heading}"
     res=$WORK/pull-$RANDOM.txt; : >"$res"
     for run in $(seq 1 "$RUNS"); do
         for mode in plain enc; do
@@ -35,10 +39,14 @@ for where in "$disk" "$SHM"; do
             measure "$res" "pull-$mode" "$BIN" --config "$WORK/$mode.toml" pull --quiet
         done
     done
-    if [ "$(tree_sum "$base/plain/tracks/bench")" != "$expect" ]; then echo "bench: plaintext pull: files differ" >&2; failures=$((failures+1)); fi
-    { echo "## pull on $fs ($where)"; echo; summarize "$res" "$gib"; echo
+    if [ "$(tree_sum "$base/plain/tracks/bench")" != "$expect" ]; then echo "bench: plaintext pull ($fs${heading:+, $heading}): files differ" >&2; failures=$((failures+1)); fi
+    { echo "## pull on $fs ($where)${heading:+, $heading}"; echo; summarize "$res" "$gib"; echo
       p=$(median_of "$res" pull-plain 1); e=$(median_of "$res" pull-enc 1)
-      echo "Throughput encrypted / plaintext: $(python3 -c "print(f'{$p/$e:.2f}')") (wall $e s vs $p s; goal >= 0.9)."; echo; } >>"$out"
+      echo "Throughput encrypted / plaintext$label: $(python3 -c "print(f'{$p/$e:.2f}')") (wall $e s vs $p s; goal >= 0.9)."; echo; } >>"$out"
+}
+
+for where in "$disk" "$SHM"; do
+    pulls "$where" "" ""
 
     for mode in plain enc; do
         start_serve "$WORK/$mode.toml"
@@ -75,22 +83,7 @@ done
 # cores); a real cloud link is not.
 rate=${BENCH_LIMIT_RATE:-32m}
 NGINX_LIMIT_RATE=$rate start_nginx "$lib"
-base=$(mktemp -d "$disk/cloudsync-enc.XXXXXX")
-webdav_config "$WORK/plain.toml" "$base/plain" "http://127.0.0.1:$NGINX_PORT/dav/"
-webdav_config "$WORK/enc.toml" "$base/enc" "http://127.0.0.1:$NGINX_PORT/dav/" "encrypt = true"
-fs=$(stat -f -c %T "$base")
-log "pull at limit_rate $rate per connection into $base ($fs)"
-res=$WORK/pull-rate-$RANDOM.txt; : >"$res"
-for run in $(seq 1 "$RUNS"); do
-    for mode in plain enc; do
-        rm -rf "${base:?}/$mode"; sync -f "$base"
-        measure "$res" "pull-$mode" "$BIN" --config "$WORK/$mode.toml" pull --quiet
-    done
-done
-if [ "$(tree_sum "$base/plain/tracks/bench")" != "$expect" ]; then echo "bench: plaintext pull at $rate: files differ" >&2; failures=$((failures+1)); fi
-{ echo "## pull on $fs ($disk), nginx limit_rate $rate per connection (4 connections)"; echo; summarize "$res" "$gib"; echo
-  p=$(median_of "$res" pull-plain 1); e=$(median_of "$res" pull-enc 1)
-  echo "Throughput encrypted / plaintext at this link rate: $(python3 -c "print(f'{$p/$e:.2f}')") (wall $e s vs $p s; goal >= 0.9)."; echo; } >>"$out"
+pulls "$disk" "nginx limit_rate $rate per connection (4 connections)" " at this link rate"
 rm -rf "$base"
 cat "$out"
 [ "$failures" = 0 ] || die "$failures check(s) failed"
