@@ -23,13 +23,15 @@ public struct PlaintextWindows {
         var starts: [UInt64: [(source: Int, offset: Int)]] = [:]
         var filter = [UInt64](repeating: 0, count: 1 << (Self.filterBits - 6))
         for (index, data) in sources.enumerated() {
-            Self.roll(data, window: window) { offset, hash, constant in
-                if offset % stride == 0 && !constant {
-                    starts[hash, default: []].append((index, offset))
-                    let bit = hash >> (64 - Self.filterBits)
+            data.withUnsafeBytes { raw in
+                var cursor = Cursor(window: window)
+                let bytes = raw.bindMemory(to: UInt8.self)
+                while let offset = Self.nextWindow(bytes, &cursor, filter: nil) {
+                    guard offset % stride == 0 else { continue }
+                    starts[cursor.hash, default: []].append((index, offset))
+                    let bit = cursor.hash >> (64 - Self.filterBits)
                     filter[Int(bit >> 6)] |= 1 << (bit & 63)
                 }
-                return false
             }
         }
         self.starts = starts
@@ -38,11 +40,11 @@ public struct PlaintextWindows {
 
     /// The offset in `data` of the first window that is a source's, or nil.
     public func firstLeak(in data: Data) -> (offset: Int, source: Int, sourceOffset: Int)? {
-        guard data.count >= window else { return nil }
-        return data.withUnsafeBytes { raw in
+        data.withUnsafeBytes { raw in
             filter.withUnsafeBufferPointer { filter in
                 var cursor = Cursor(window: window)
-                while let offset = Self.nextCandidate(raw.bindMemory(to: UInt8.self), &cursor, filter: filter) {
+                let bytes = raw.bindMemory(to: UInt8.self)
+                while let offset = Self.nextWindow(bytes, &cursor, filter: filter) {
                     let here = UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + window])
                     for c in starts[cursor.hash, default: []] {
                         let matches = sources[c.source].withUnsafeBytes { source in
@@ -72,13 +74,13 @@ public struct PlaintextWindows {
         }
     }
 
-    /// The offset of the next window whose hash has its bit set in `filter` and which is not one repeated byte,
-    /// rolling on from `cursor`: one loop over raw bytes, no closure or lookup per byte, optimized even in a
-    /// debug build (`@_optimize(speed)`). A scan reads every file of a cache at every offset; the closure-per-byte
-    /// form with a dictionary lookup per byte took ~50 s of one test in a debug build.
+    /// The offset of the next window that is not one repeated byte and (given a `filter`) whose hash has its bit
+    /// set there, rolling on from `cursor` (whose `hash` is then that window's). One loop over raw bytes, no
+    /// closure or lookup per byte, optimized even in a debug build (`@_optimize(speed)`): a scan reads every file
+    /// of a cache at every offset; a closure and a dictionary lookup per byte took ~50 s of one debug test.
     @_optimize(speed)
-    private static func nextCandidate(_ bytes: UnsafeBufferPointer<UInt8>, _ cursor: inout Cursor,
-                                      filter: UnsafeBufferPointer<UInt64>) -> Int? {
+    private static func nextWindow(_ bytes: UnsafeBufferPointer<UInt8>, _ cursor: inout Cursor,
+                                   filter: UnsafeBufferPointer<UInt64>?) -> Int? {
         let window = cursor.window, top = cursor.top
         var hash = cursor.hash, run = cursor.run, i = cursor.next
         defer { cursor.hash = hash; cursor.run = run; cursor.next = i }
@@ -87,10 +89,10 @@ public struct PlaintextWindows {
             hash = hash &* base &+ UInt64(bytes[i])
             run = i > 0 && bytes[i] == bytes[i - 1] ? run + 1 : 1
             i += 1
-            if i >= window {
-                let bit = hash >> (64 - filterBits)
-                if filter[Int(bit >> 6)] & (1 << (bit & 63)) != 0, run < window { return i - window }
-            }
+            guard i >= window, run < window else { continue }
+            guard let filter else { return i - window }
+            let bit = hash >> (64 - filterBits)
+            if filter[Int(bit >> 6)] & (1 << (bit & 63)) != 0 { return i - window }
         }
         return nil
     }
@@ -104,23 +106,5 @@ public struct PlaintextWindows {
             if let leak = firstLeak(in: data) { out.append((url.path, leak.offset)) }
         }
         return out
-    }
-
-    /// Calls `body(offset, hash, allOneByte)` for every window of `data`, in order, until it returns true.
-    private static func roll(_ data: Data, window: Int, _ body: (Int, UInt64, Bool) -> Bool) {
-        guard data.count >= window else { return }
-        var top: UInt64 = 1
-        for _ in 1 ..< window { top = top &* base }
-        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-            let bytes = raw.bindMemory(to: UInt8.self)
-            var hash: UInt64 = 0
-            var run = 0
-            for i in 0 ..< bytes.count {
-                if i >= window { hash = hash &- UInt64(bytes[i - window]) &* top }
-                hash = hash &* base &+ UInt64(bytes[i])
-                run = i > 0 && bytes[i] == bytes[i - 1] ? run + 1 : 1
-                if i >= window - 1, body(i - window + 1, hash, run >= window) { return }
-            }
-        }
     }
 }
