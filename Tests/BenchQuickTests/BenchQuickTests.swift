@@ -53,7 +53,6 @@ enum BenchQuick {
         let stderr = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
         return (process.terminationStatus, table, String(stderr.suffix(2000)))
     }
-
 }
 
 @Suite("bench/ quick mode: faults, kill -9, concurrency, encryption", .serialized)
