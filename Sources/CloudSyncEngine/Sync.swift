@@ -339,7 +339,7 @@ public struct Sync: Sendable {
         var reduction = ReductionReport()
         guard !plan.fetch.isEmpty else {
             let (cachePlan, tracks) = try budget.plan(removing: removing)
-            return try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget)
+            return try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
         }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                                   segments: options.segments, segmentThreshold: options.segmentThreshold,
@@ -363,48 +363,72 @@ public struct Sync: Sendable {
         }
         /// This remote's candidates with `target` at least `level`, in priority order.
         func wanted(_ cachePlan: CachePlan, _ tracks: [PlanningTrack], _ level: TrackTarget,
-                    where keep: (PlanningTrack) -> Bool) -> [RemoteFile] {
+                    where keep: (PlanningTrack) -> Bool) -> [(PlanningTrack, RemoteFile)] {
             let mine = Dictionary(tracks.filter { $0.remote == remote }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             let selected = cachePlan.order.compactMap { id -> (PlanningTrack, RemoteFile)? in
                 guard let track = mine[id], cachePlan.target(id) >= level, keep(track),
                       !finished.contains(track.path), let file = candidates[track.path] else { return nil }
                 return (track, file)
             }
-            guard let order = options.order else { return selected.map(\.1) }
+            guard let order = options.order else { return selected }
             return order.sorted(selected, path: { $0.1.path }, size: { $0.1.size },
-                                modified: { $0.1.modified.timeIntervalSince1970 }, added: { $0.0.added }).map(\.1)
+                                modified: { $0.1.modified.timeIntervalSince1970 }, added: { $0.0.added })
         }
 
-        // Heads: plan, make room, fetch the planned heads that are missing; again while estimates were planned.
-        var headRounds = 0
+        // Heads, in rounds. A start set never analysed is planned at an estimate about twice its real size, so the
+        // cache is never reduced to a plan that holds many estimates (that shrinks tracks, another remote's too,
+        // that the real start sets leave room for: Findings 6 in bench/README.md). A round fetches the wanted
+        // heads that fit the room the budget has now; only when the next one does not fit is the cache reduced,
+        // to a plan counting half of the estimated heads still to fetch (the rest left out until a later round).
+        // The room an estimate over-reserved goes to the next round's heads, so what is shrunk for estimates is at
+        // most one head's overestimate. Each round tries heads not tried before: the rounds end.
+        var tried: Set<String> = []
+        var scheduled = false
+        var rounds = 0
         while true {
             let (cachePlan, tracks) = try budget.plan(removing: removing)
-            let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget)
-            reduction.items += reduced.items
-            reduction.busy += reduced.busy
-            let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent }
-            let estimated = tracks.contains { $0.remote == remote && !$0.startSetKnown && cachePlan.target($0.id) >= .head }
-            if headRounds == 0 {
+            if !scheduled {
                 events(Self.scheduled(remote: remote, cachePlan, tracks, candidates: candidates))
+                scheduled = true
             }
-            if heads.isEmpty || headRounds >= 3 { break }
-            headRounds += 1
-            try await forEach(heads, fetcher: fetcher) { job in
+            let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent && !tried.contains($0.path) }
+            if heads.isEmpty { break }
+            var room = cachePlan.budget.addingSaturating(-(try cache.heldBytes()))
+            var batch: [RemoteFile] = []
+            for (track, file) in heads {
+                let adds = max(0, track.startBytes - track.partialBytes)
+                guard adds <= room else { break }
+                room -= adds
+                batch.append(file)
+            }
+            if batch.isEmpty {
+                let estimated = heads.filter { !$0.0.startSetKnown }
+                let later = Set(estimated.dropFirst((estimated.count + 1) / 2).map { RemotePath(remote: remote, path: $0.0.path) })
+                let (roundPlan, roundTracks) = try budget.plan(removing: removing.union(later))
+                let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: removing.union(later))
+                reduction.items += reduced.items
+                reduction.busy += reduced.busy
+                batch = wanted(roundPlan, roundTracks, .head) { !$0.headPresent && !tried.contains($0.path) }.map(\.1)
+                if batch.isEmpty { break }
+            }
+            tried.formUnion(batch.map(\.path))
+            rounds += 1
+            logger.debug("budget: head round \(rounds): \(batch.count) head(s) of \(remote)")
+            try await forEach(batch, fetcher: fetcher) { job in
                 try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
                 if job.writer.missingRanges().isEmpty { return nil }
                 return .headCached(fetched: job.fetched)
             } collect: { path, result in
                 record(path, result)
             }
-            if !estimated { break }
         }
 
         // Tails: plan with the real start sets, make room, fetch the planned whole tracks in priority order.
         let (cachePlan, tracks) = try budget.plan(removing: removing)
-        let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget)
+        let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
         reduction.items += reduced.items
         reduction.busy += reduced.busy
-        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
+        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }.map(\.1)
         try await forEach(whole, fetcher: fetcher) { job in
             try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
@@ -440,7 +464,10 @@ public struct Sync: Sendable {
 
     /// Reduces the cache to `plan`; complete tracks whose start set is unknown (cached before start sets
     /// existed) are analysed from their local file first, so they can keep their heads.
-    private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget) async throws -> ReductionReport {
+    /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set
+    /// is not known are analysed from their local files first, then the cache is planned and reduced again.
+    private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget,
+                                 removing: Set<RemotePath> = []) async throws -> ReductionReport {
         var report = try budget.reduce(to: plan, tracks: tracks)
         guard !report.needsAnalysis.isEmpty else { return report }
         let ids = Set(report.needsAnalysis)
@@ -456,7 +483,7 @@ public struct Sync: Sendable {
             }
         }
         guard analysed > 0 else { return report }
-        let (again, tracksAgain) = try budget.plan()
+        let (again, tracksAgain) = try budget.plan(removing: removing)
         let second = try budget.reduce(to: again, tracks: tracksAgain)
         report.items += second.items
         report.busy += second.busy

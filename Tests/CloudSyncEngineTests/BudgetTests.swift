@@ -132,7 +132,13 @@ import Testing
         for name in ["lib", "other"] {
             let root = try temporaryDirectory(name)
             var library = Library(root: root)
-            for (path, size) in Self.files(name == "lib" ? "A" : "B", count: 15) { try library.add(path, random.bytes(size)) }
+            for (path, size) in Self.files(name == "lib" ? "A" : "B", count: 15) {
+                try library.add(path, random.bytes(size))
+                // One modification time for all: the plan's priority ties break on the remote's name, so a pull
+                // of `other` must not shrink lib's tracks on estimated start sets (it cannot fetch them back).
+                try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000)],
+                                                      ofItemAtPath: root.appendingPathComponent(path).path)
+            }
             libraries[name] = library
             servers.append(try FakeServer(root: root))
         }
@@ -152,6 +158,39 @@ import Testing
         #expect(rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") }, "\(rows.map { $0["state"] ?? "?" })")
         #expect(try Self.held(env) <= Self.budget)
         try Self.expectClaimsMatch(env, libraries: libraries)
+    }
+
+    /// New tracks whose real heads fit the room left are added without shrinking anything: their start sets are
+    /// estimated at about twice the real size, and a pull that reduced the cache for the estimates shrank a
+    /// complete track only to fetch its tail again in the same pull (Findings 6 in bench/README.md).
+    @Test func newTracksShrinkNothingTheirRealHeadsLeaveRoomFor() throws {
+        var fixture = try Fixture(seed: 85, files: Self.files(count: 10), cache: Self.cacheLines, pull: Self.pull)
+        defer { fixture.cleanup() }
+        // One modification time for all: priority ties break on the path, so the new tracks rank last.
+        func sameTime(_ path: String) throws {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000)],
+                                                  ofItemAtPath: fixture.library.root.appendingPathComponent(path).path)
+        }
+        for path in fixture.library.files.keys { try sameTime(path) }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let complete = try Self.rows(fixture.env).filter { $0["state"] as? String == "cached" }.compactMap { $0["path"] as? String }
+        // 10 heads of 256 KiB and two whole tracks: 10 MiB of the 12; five more heads (1.25 MiB) fit.
+        #expect(complete.count == 2, "\(complete)")
+        var random = SeededRandom(seed: 86)
+        for (path, size) in Self.files("Zed", count: 5) {
+            try fixture.library.add(path, random.bytes(size))
+            try sameTime(path)
+        }
+        try fixture.server.reset()
+        let r = try fixture.env.run(["pull"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        let after = try Self.rows(fixture.env)
+        let stillComplete = after.filter { $0["state"] as? String == "cached" }.compactMap { $0["path"] as? String }
+        #expect(Set(stillComplete) == Set(complete), "a complete track was shrunk for estimated start sets")
+        #expect(try fixture.server.stats()["bytes"] ?? .max <= 5 << 19, "more than the five new heads was transferred")
+        #expect(after.filter { ($0["path"] as? String)?.hasPrefix("Zed/") == true }.allSatisfy { $0["state"] as? String == "head" })
+        #expect(try Self.held(fixture.env) <= Self.budget)
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
     }
 
     /// kill -9 while a plan shrinks, evicts and fetches: the reruns converge, nothing in the index is wrong.
