@@ -912,25 +912,34 @@ public final class EntryWriter: Sendable {
     }
 }
 
-/// Reads `range` fully with pread.
-func preadAll(fd: Int32, range: Range<Int64>, display: String, cacheRoot: String) throws(CacheError) -> Data {
-    var data = Data(count: Int(range.count))
-    var done = 0
-    var failure: Int32 = 0
-    data.withUnsafeMutableBytes { buffer in
-        while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress.map { $0 + done }, buffer.count - done, off_t(range.lowerBound + Int64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                failure = errno
-                return
-            }
-            if n == 0 { failure = EIO; return }
-            done += n
-        }
+/// Reads `range` of `fd` fully with pread into memory that is not zeroed first: serve reads a track 256 KiB at a
+/// time, and zeroing fresh memory for each read costs about as much as the copy itself.
+public func preadAll(fd: Int32, range: Range<Int64>, display: String, cacheRoot: String) throws(CacheError) -> Data {
+    let count = Int(range.count)
+    guard count > 0 else { return Data() }
+    let bytes = malloc(count)!
+    let failure = preadFully(fd: fd, into: UnsafeMutableRawBufferPointer(start: bytes, count: count), at: range.lowerBound)
+    guard failure == 0 else {
+        free(bytes)
+        throw CacheError.system("read", errno: failure, path: display, cacheRoot: cacheRoot)
     }
-    if failure != 0 { throw CacheError.system("read", errno: failure, path: display, cacheRoot: cacheRoot) }
-    return data
+    return Data(bytesNoCopy: bytes, count: count, deallocator: .free)
+}
+
+/// Fills `buffer` from `fd` at `offset` with pread (retrying EINTR and short reads); 0, or the errno of the
+/// failure (EIO when the file ends first).
+func preadFully(fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+    var done = 0
+    while done < buffer.count {
+        let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+        if n < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        if n == 0 { return EIO }
+        done += n
+    }
+    return 0
 }
 
 /// A range set that absorbs in-order writes cheaply: a write that continues the previous one extends a

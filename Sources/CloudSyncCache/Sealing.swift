@@ -246,54 +246,51 @@ public struct Sealer: Sendable {
     }
 
     /// Reads plaintext `range` from the encrypted file `fd`: the covering blocks in one `pread`, each opened
-    /// whole. Throws `.damaged` naming the first block whose tag fails, `.io` when the file is short.
+    /// whole (straight into the answer when the range holds all of it). Throws `.damaged` naming the first block
+    /// whose tag fails, `.io` when the file is short. Neither buffer is zeroed first (see ``preadAll``).
     public func read(fd: Int32, range: Range<Int64>, display: String, cacheRoot: String) throws(CacheError) -> Data {
         let blocks = layout.blocks(covering: range)
-        guard !blocks.isEmpty else { return Data() }
+        guard !blocks.isEmpty, !range.isEmpty else { return Data() }
         let diskStart = layout.diskOffset(ofBlock: blocks.lowerBound)
         let lastPlain = layout.plainRange(ofBlock: blocks.upperBound - 1)
         let diskEnd = layout.diskOffset(ofBlock: blocks.upperBound - 1) + Int64(lastPlain.count) + SealedLayout.tagSize
-        let sealed = try preadAll(fd: fd, range: diskStart ..< diskEnd, display: display, cacheRoot: cacheRoot)
-        var out = Data(count: range.count)
-        var failed: Int64?
-        sealed.withUnsafeBytes { (src: UnsafeRawBufferPointer) in
-            out.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) in
-                var scratch: [UInt8] = []
-                for index in blocks {
-                    let blockPlain = layout.plainRange(ofBlock: index)
-                    let from = Int(layout.diskOffset(ofBlock: index) - diskStart)
-                    let sealedBlock = UnsafeRawBufferPointer(rebasing: src[from ..< from + blockPlain.count + Int(SealedLayout.tagSize)])
-                    let wanted = blockPlain.clamped(to: range)
-                    let at = Int(wanted.lowerBound - range.lowerBound)
-                    if wanted == blockPlain {
-                        // A whole block of the range: opened straight into the answer.
-                        guard open(block: index, sealedBlock, into: UnsafeMutableRawBufferPointer(rebasing: dst[at ..< at + wanted.count])) else {
-                            failed = index
-                            return
-                        }
-                        continue
-                    }
-                    if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: Int(layout.blockSize)) }
-                    let opened = scratch.withUnsafeMutableBytes { p in
-                        open(block: index, sealedBlock, into: UnsafeMutableRawBufferPointer(rebasing: p[0 ..< blockPlain.count]))
-                    }
-                    guard opened else { failed = index; return }
-                    let inBlock = Int(wanted.lowerBound - blockPlain.lowerBound)
-                    scratch.withUnsafeBytes { p in
-                        dst.baseAddress!.advanced(by: at).copyMemory(from: p.baseAddress!.advanced(by: inBlock), byteCount: wanted.count)
-                    }
-                }
+        let src = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(diskEnd - diskStart), alignment: 16)
+        defer { src.deallocate() }
+        let failure = preadFully(fd: fd, into: src, at: diskStart)
+        guard failure == 0 else { throw CacheError.system("read", errno: failure, path: display, cacheRoot: cacheRoot) }
+        let count = Int(range.count)
+        let out = malloc(count)!
+        let dst = UnsafeMutableRawBufferPointer(start: out, count: count)
+        var scratch: UnsafeMutableRawBufferPointer?
+        defer { scratch?.deallocate() }
+        for index in blocks {
+            let blockPlain = layout.plainRange(ofBlock: index)
+            let from = Int(layout.diskOffset(ofBlock: index) - diskStart)
+            let sealedBlock = UnsafeRawBufferPointer(rebasing: src[from ..< from + blockPlain.count + Int(SealedLayout.tagSize)])
+            let wanted = blockPlain.clamped(to: range)
+            let at = Int(wanted.lowerBound - range.lowerBound)
+            let opened: Bool
+            if wanted == blockPlain {
+                opened = open(block: index, sealedBlock, into: UnsafeMutableRawBufferPointer(rebasing: dst[at ..< at + wanted.count]))
+            } else {
+                // The range starts or ends inside this block: opened whole aside, the wanted part copied.
+                let whole = scratch ?? .allocate(byteCount: Int(layout.blockSize), alignment: 16)
+                scratch = whole
+                opened = open(block: index, sealedBlock, into: UnsafeMutableRawBufferPointer(rebasing: whole[0 ..< blockPlain.count]))
+                let inBlock = Int(wanted.lowerBound - blockPlain.lowerBound)
+                if opened { (out + at).copyMemory(from: whole.baseAddress! + inBlock, byteCount: wanted.count) }
+            }
+            guard opened else {
+                free(out)
+                let r = blockPlain
+                var error = CacheError(.damaged, "block \(index) (bytes \(r.lowerBound)-\(r.upperBound - 1)) of \(display) failed "
+                    + "its authentication check: the file was changed or damaged on disk. Its bytes are not served; they "
+                    + "are fetched again.", path: display)
+                error.damagedBytes = r
+                throw error
             }
         }
-        if let failed {
-            let r = layout.plainRange(ofBlock: failed)
-            var error = CacheError(.damaged, "block \(failed) (bytes \(r.lowerBound)-\(r.upperBound - 1)) of \(display) failed "
-                + "its authentication check: the file was changed or damaged on disk. Its bytes are not served; they "
-                + "are fetched again.", path: display)
-            error.damagedBytes = r
-            throw error
-        }
-        return out
+        return Data(bytesNoCopy: out, count: count, deallocator: .free)
     }
 
     static func nonce(_ index: Int64) -> [UInt8] {

@@ -603,7 +603,7 @@ public final class TrackStream: Sendable {
             let data = try session.job.writer.read(range)
             if session.job.writer.presentRanges().containsAll(range) { return data }
         } else if let session, fd >= 0, session.job.writer.presentRanges().containsAll(range) {
-            let data = try preadFully(fd: fd, range: range, path: file.path)
+            let data = try preadAll(fd: fd, range: range, display: "\(remote):\(file.path)", cacheRoot: owner.cache.root.path)
             // Bytes dropped meanwhile (hash mismatch, changed file) must not be served.
             if session.job.writer.presentRanges().containsAll(range) { return data }
         }
@@ -671,27 +671,4 @@ public final class TrackStream: Sendable {
         if let old, old !== session { old.remove(id) }
         if closed { close() }
     }
-}
-
-/// Reads `range` of `fd` fully with pread.
-private func preadFully(fd: Int32, range: Range<Int64>, path: String) throws -> Data {
-    var data = Data(count: Int(range.count))
-    var failure: Int32 = 0
-    data.withUnsafeMutableBytes { buffer in
-        var done = 0
-        while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress.map { $0 + done }, buffer.count - done, off_t(range.lowerBound + Int64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                failure = errno
-                return
-            }
-            if n == 0 { failure = EIO; return }
-            done += n
-        }
-    }
-    if failure != 0 {
-        throw CacheError(.io, "reading \(path) from the cache failed: \(String(cString: strerror(failure)))", path: path)
-    }
-    return data
 }
