@@ -2,11 +2,12 @@
 # Encryption at rest (#26): the same pull into a plaintext and into an encrypted cache (cache.encrypt = true),
 # interleaved in one run, on a disk filesystem (BENCH_DISK, default /var/tmp) and on tmpfs; then `cloudsync
 # serve` on each of the two caches: time to first byte of a cached track (curl -r 0-0, median of 50) and the
-# throughput of reading every cached track through it (curl, one after another). Library: 60 x 8 MiB from nginx
-# WebDAV (--quick: 10 x 1 MiB). The first run of each is checked byte for byte (through serve for the encrypted
-# cache: its files are ciphertext). Then the same pulls (disk only) from nginx with `limit_rate BENCH_LIMIT_RATE`
-# per connection (default 32m: with pull's 4 connections about 1 Gbit/s, a fast real link), where the network
-# rather than this 2-core machine's CPU sets the pace. Prints the ratios encrypted / plaintext; asserts no timing.
+# throughput of reading every cached track through it (curl, one after another; the median of RUNS interleaved
+# reads, with serve's CPU per GiB). Library: 60 x 8 MiB from nginx WebDAV (--quick: 10 x 1 MiB). The first run
+# of each is checked byte for byte (through serve for the encrypted cache: its files are ciphertext). Then the
+# same pulls (disk only) from nginx with `limit_rate BENCH_LIMIT_RATE` per connection (default 32m: with pull's
+# 4 connections about 1 Gbit/s, a fast real link), where the network rather than this 2-core machine's CPU sets
+# the pace. Prints the ratios encrypted / plaintext; asserts no timing.
 #   usage: bench/encryption.sh [--quick]
 #   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_LIMIT_RATE
 source "$(dirname "$0")/lib.sh"
@@ -48,33 +49,57 @@ pulls() {
 for where in "$disk" "$SHM"; do
     pulls "$where" "" ""
 
+    # serve on each cache: time to first byte of a cached track (median of 50), one checked read of every track,
+    # then RUNS interleaved reads of every track (one curl over one connection, one after another, to /dev/null)
+    # timed, with serve's own CPU time.
+    first=$(cd "$lib" && find . -type f | sort | head -1 | sed 's|^\./||')
+    reads=$WORK/serve-$RANDOM.txt; : >"$reads"
     for mode in plain enc; do
         start_serve "$WORK/$mode.toml"
-        first=$(cd "$lib" && find . -type f | sort | head -1 | sed 's|^\./||')
+        eval "pid_$mode=$SERVE_PID"
         url="http://127.0.0.1:$SERVE_PORT/tracks/bench/$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1]))' "$first")"
         curl -s -o /dev/null "$url"
         ttfb=$(for _ in $(seq 1 50); do curl -s -o /dev/null -r 0-0 -w '%{time_starttransfer}\n' "$url"; done | median)
         eval "ttfb_$mode=$ttfb"
-        # Every track through serve, one curl over one connection, one after another.
         rm -rf "$WORK/got"; mkdir -p "$WORK/got"
-        python3 - "$lib" "$WORK/got" "http://127.0.0.1:$SERVE_PORT/tracks/bench/" >"$WORK/urls.cfg" <<'PY'
+        python3 - "$lib" "$WORK/got" "http://127.0.0.1:$SERVE_PORT/tracks/bench/" "$WORK/$mode" <<'PY'
 import os, sys, urllib.parse
-root, got, base = sys.argv[1:4]
-for d, _, files in sorted(os.walk(root)):
-    for n in sorted(files):
-        rel = os.path.relpath(os.path.join(d, n), root)
-        os.makedirs(os.path.dirname(os.path.join(got, rel)), exist_ok=True)
-        print(f'url = "{base}{urllib.parse.quote(rel)}"'); print(f'output = "{os.path.join(got, rel)}"')
+root, got, base, cfg = sys.argv[1:5]
+with open(cfg + ".check.cfg", "w") as check, open(cfg + ".read.cfg", "w") as read:
+    for d, _, files in sorted(os.walk(root)):
+        for n in sorted(files):
+            rel = os.path.relpath(os.path.join(d, n), root)
+            os.makedirs(os.path.dirname(os.path.join(got, rel)), exist_ok=True)
+            url = f'url = "{base}{urllib.parse.quote(rel)}"\n'
+            check.write(url + f'output = "{os.path.join(got, rel)}"\n')
+            read.write(url + 'output = "/dev/null"\n')
 PY
-        start=$(date +%s.%N)
-        curl -s --fail -K "$WORK/urls.cfg"
-        end=$(date +%s.%N)
+        curl -s --fail -K "$WORK/$mode.check.cfg"
         if [ "$(tree_sum "$WORK/got")" != "$expect" ]; then echo "bench: serve ($mode): bytes differ" >&2; failures=$((failures+1)); fi
-        eval "read_$mode=$(python3 -c "print(f'{$end-$start:.3f}')")"
-        stop_pid "$SERVE_PID"
     done
+    for run in $(seq 1 "$RUNS"); do
+        for mode in plain enc; do
+            eval "pid=\$pid_$mode"
+            c0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); start=$(date +%s.%N)
+            curl -s --fail -K "$WORK/$mode.read.cfg"
+            end=$(date +%s.%N); c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+            echo "$mode $(python3 -c "print(f'{$end-$start:.4f}')") $(python3 -c "print(($c1-$c0)/$(getconf CLK_TCK))")" >>"$reads"
+        done
+    done
+    stop_pid "$pid_plain"; stop_pid "$pid_enc"
     { echo "serve on $fs: time to first byte of a cached track, median of 50: plaintext $(python3 -c "print(f'{$ttfb_plain*1000:.2f}')") ms, encrypted $(python3 -c "print(f'{$ttfb_enc*1000:.2f}')") ms (goal <= 2 ms)."
-      echo "serve on $fs: every track read through it ($count files, one curl over one connection, one after another): plaintext $read_plain s ($(python3 -c "print(f'{$count*$size/$read_plain/1e6:.0f}')") MB/s), encrypted $read_enc s ($(python3 -c "print(f'{$count*$size/$read_enc/1e6:.0f}')") MB/s), throughput encrypted / plaintext $(python3 -c "print(f'{$read_plain/$read_enc:.2f}')") (goal >= 0.8)."
+      python3 - "$reads" "$count" "$size" "$fs" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+count, size, fs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+gib = count * size / 2**30
+def med(mode, field): return statistics.median(float(r[field]) for r in rows if r[0] == mode)
+p, e = med("plain", 1), med("enc", 1)
+print(f"serve on {fs}: every track read through it ({count} files, one curl over one connection, one after another; "
+      f"median of {len(rows) // 2}): plaintext {p:.3f} s ({count * size / p / 1e6:.0f} MB/s, serve CPU {med('plain', 2) / gib:.2f} s/GiB), "
+      f"encrypted {e:.3f} s ({count * size / e / 1e6:.0f} MB/s, serve CPU {med('enc', 2) / gib:.2f} s/GiB), "
+      f"throughput encrypted / plaintext {p / e:.2f} (goal >= 0.8).")
+PY
       echo; } >>"$out"
     rm -rf "$base"
 done
