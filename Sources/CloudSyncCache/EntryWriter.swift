@@ -197,6 +197,8 @@ public final class EntryWriter: Sendable {
         /// present ranges are read without waiting for a checkpoint in progress.
         var committed: RangeSet<Int64>
         var bytesSinceCheckpoint: Int64 = 0
+        /// Bytes of the checkpoint running now (its snapshot), durable once it ends.
+        var checkpointing: Int64 = 0
         var lastCheckpoint: ContinuousClock.Instant = .now
         var open = true
         /// A checkpoint is queued on the cache's writer.
@@ -566,6 +568,16 @@ public final class EntryWriter: Sendable {
         }
     }
 
+    /// False while a queued checkpoint lags: two checkpoints' worth of bytes (``CacheLimits/checkpointBytes``)
+    /// are written and not yet durable. The transfer then pauses (``ByteSink/acceptsBytes()``) until the
+    /// checkpoint ends, so a kill -9 loses at most about two checkpoints of a file plus the bytes in flight, even
+    /// when a busy disk makes its `fdatasync` slow. Safe on a network thread.
+    public var acceptsBytes: Bool {
+        pending.withLock { p in
+            !p.checkpointQueued || p.bytesSinceCheckpoint.addingSaturating(p.checkpointing) < cache.limits.checkpointBytes.addingSaturating(cache.limits.checkpointBytes)
+        }
+    }
+
     /// ``checkpoint()`` on the cache's writer, waited for without blocking the caller's thread. Flushes requested
     /// while the writer is busy are done together: their fdatasyncs are issued at once before each checkpoint
     /// runs (and then finds its bytes on disk), so many files flushing at once cost one journal commit.
@@ -582,10 +594,12 @@ public final class EntryWriter: Sendable {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed, !d.closed else { return }
             let snapshot = pending.withLock { p in
+                p.checkpointing = p.bytesSinceCheckpoint
                 p.bytesSinceCheckpoint = 0
                 p.lastCheckpoint = .now
                 return p.ranges.set
             }
+            defer { pending.withLock { $0.checkpointing = 0 } }
             if snapshot.isEmpty { return }
             do throws(Errno) {
                 try cache.io.fdatasync(fd)

@@ -195,6 +195,8 @@ struct JobSink: ByteSink {
         if report > 0 { progress(report) }
         try job.writer.checkpointIfDue()
     }
+
+    func acceptsBytes() -> Bool { job.writer.acceptsBytes }
 }
 
 /// Downloads the missing bytes of files with ranged GETs and completes them. One per remote.

@@ -28,6 +28,9 @@ final class CurlLoop: @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: Exchange] = [:]
     /// Transfers paused by the bandwidth limiter, to resume when the bucket is out of debt.
     var paused: [Exchange] = []
+    /// Transfers paused because their sink took no more bytes (``ByteSink/acceptsBytes()``), asked again every
+    /// 2 ms.
+    var held: [Exchange] = []
 
     init(limiter: BandwidthLimiter?) throws {
         let rc = CurlGlobal.initialized
@@ -117,6 +120,15 @@ final class CurlLoop: @unchecked Sendable {
                     timeout = Int32(min(1000, wait * 1000 + 1))
                 }
             }
+            if !held.isEmpty {
+                let waiting = held
+                held = []
+                for exchange in waiting where active[exchange.easy] != nil {
+                    // Resuming may deliver at once, and hold the transfer again.
+                    if exchange.sinkAcceptsBytes { _ = cloudsync_curl_unpause(exchange.easy) } else { held.append(exchange) }
+                }
+                if !held.isEmpty { timeout = min(timeout, 2) }
+            }
             if inbox.withLock({ !$0.incoming.isEmpty || !$0.cancelled.isEmpty }) { timeout = 0 }
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
         }
@@ -127,6 +139,7 @@ final class CurlLoop: @unchecked Sendable {
         guard active.removeValue(forKey: exchange.easy) != nil else { return }
         _ = curl_multi_remove_handle(multi, exchange.easy)
         paused.removeAll { $0 === exchange }
+        held.removeAll { $0 === exchange }
         exchange.loop = nil
         exchange.complete(with: result)
     }

@@ -338,8 +338,19 @@ final class Exchange: @unchecked Sendable {
         }
     }
 
+    /// Whether the download's sink takes bytes now (always, for other answers). Loop thread only.
+    var sinkAcceptsBytes: Bool {
+        if case .sink(let sink, _, _, _) = target { return sink.acceptsBytes() }
+        return true
+    }
+
     private func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if failure != nil { return 0 }
+        // Before the limiter, which counts what it admits: paused here, nothing was taken.
+        if !sinkAcceptsBytes {
+            loop?.held.append(self)
+            return cloudsync_curl_writefunc_pause()
+        }
         if let limiter, !limiter.admit(bytes.count) {
             loop?.paused.append(self)
             return cloudsync_curl_writefunc_pause()

@@ -89,6 +89,13 @@ public struct HTTPResponse: Sendable {
 /// a thrown error (e.g. ENOSPC) aborts the transfer and is rethrown by the transport unchanged.
 public protocol ByteSink: Sendable {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws
+    /// False while the sink cannot take more bytes yet (its durability work lags): the transfer is paused, not
+    /// failed, and asked again every few milliseconds. Called on the transport thread before each write.
+    func acceptsBytes() -> Bool
+}
+
+extension ByteSink {
+    public func acceptsBytes() -> Bool { true }
 }
 
 /// What a ranged download delivered.

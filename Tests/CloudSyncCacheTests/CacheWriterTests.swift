@@ -51,6 +51,34 @@ import Testing
         return try condition()
     }
 
+    /// A checkpoint stuck behind a slow disk holds the transfer back: once two checkpoints' worth of bytes wait
+    /// to be durable the writer takes no more (the transport pauses), and takes them again when the sync ends. So
+    /// a kill -9 loses at most about two checkpoints of a file, however slow the disk (bench/README Findings 7).
+    @Test func aLaggingCheckpointHoldsTheTransferBack() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        let sync = GatedSync()
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)),
+                                   io: sync.io)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< 120)
+        try writer.checkpointIfDue()
+        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        // The sync of the first 120 bytes is stuck; the next 79 still fit (120 + 79 < 2 × 100).
+        #expect(writer.acceptsBytes)
+        try writer.writePattern(120 ..< 199)
+        try writer.checkpointIfDue()
+        #expect(writer.acceptsBytes)
+        try writer.writePattern(199 ..< 210)
+        #expect(!writer.acceptsBytes, "210 bytes wait for a sync that does not end: no more until it does")
+        sync.open()
+        #expect(try await eventually { writer.acceptsBytes })
+        try await writer.flush()
+        #expect(writer.acceptsBytes)
+        writer.close()
+    }
+
     @Test func aDueCheckpointRunsOnTheWriterAndTheIndexClaimsOnlySyncedBytes() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }

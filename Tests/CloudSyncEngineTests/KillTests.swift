@@ -6,12 +6,14 @@ import Testing
 /// kill only bytes since the last checkpoint of each file in flight are fetched again.
 ///
 /// Bytes wasted by one killed run = bytes the fake sent during it − growth of what the index claims. Per file
-/// in flight that is at most: bytes written since the last checkpoint (< `cache.checkpoint`, since the sink
-/// checkpoints after every write once due) + bytes in flight between the fake and the sink (the fake paces
-/// 16 KiB pieces, so curl's buffer and the sockets hold a few pieces; we allow 64 KiB). A whole chunk is never
-/// lost: checkpoints happen inside a chunk, not at its end.
+/// in flight that is at most: bytes not yet durable (< one `cache.checkpoint` when checkpoints keep up, since the
+/// sink asks for one after every write once due; < two when one lags behind a busy disk, where the transfer
+/// pauses: `EntryWriter.acceptsBytes`) + bytes in flight between the fake and the sink (the fake paces 16 KiB
+/// pieces, so curl's buffer and the sockets hold a few pieces; we allow 64 KiB). A whole chunk is never lost:
+/// checkpoints happen inside a chunk, not at its end. (With one checkpoint as the bound, a suite run on a loaded
+/// ext4 once lost 1.5 MiB of a 256 KiB-checkpoint file before the pause existed: bench/README Findings 7.)
 ///
-/// With segments, the streams of a file share its checkpoints: per file in flight at most one checkpoint plus
+/// With segments, the streams of a file share its checkpoints: per file in flight at most two checkpoints plus
 /// the in-flight bytes of each of its streams.
 ///
 /// CLOUDSYNC_KILL_ITERATIONS (default 12) and CLOUDSYNC_KILL_SEED override the suite's values
@@ -26,7 +28,7 @@ import Testing
         var random = SeededRandom(seed: seed)
         let files = (0 ..< 6).map { ("Kill/track \($0).flac", 3 << 20 | Int(random.next() % 50_000)) }
         try Self.killLoop(files: files, pull: [], arguments: ["--jobs", String(Self.jobs)],
-                          bound: Int64(Self.jobs) * (Self.checkpoint + Self.slack), iterations: iterations,
+                          bound: Int64(Self.jobs) * (2 * Self.checkpoint + Self.slack), iterations: iterations,
                           minimumKills: min(iterations, 10), seed: seed, random: &random)
     }
 
@@ -37,7 +39,7 @@ import Testing
         let files = [("Kill/long.flac", 16 << 20 | Int(random.next() % 50_000))]
         let segments = 4
         try Self.killLoop(files: files, pull: [#"chunk_size = "256KiB""#, #"segment_threshold = "1MiB""#, "segments = \(segments)"],
-                          arguments: [], bound: Self.checkpoint + Int64(segments) * Self.slack, iterations: iterations,
+                          arguments: [], bound: 2 * Self.checkpoint + Int64(segments) * Self.slack, iterations: iterations,
                           minimumKills: min(iterations, 6), seed: seed, random: &random)
     }
 

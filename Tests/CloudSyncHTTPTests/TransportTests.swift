@@ -23,6 +23,49 @@ struct TransportTests {
         #expect(sink.assembled(1000..<51000) == served(100000, from: 1000, to: 51000))
     }
 
+    /// A sink that takes no bytes for a while pauses the transfer (no error, no byte lost or repeated), and the
+    /// loop resumes it once the sink takes bytes again; other transfers on the loop go on meanwhile.
+    @Test func aSinkThatHoldsBackPausesItsTransferOnly() async throws {
+        final class HoldingSink: ByteSink {
+            let memory = MemorySink()
+            let holding = Atomic<Bool>(false)
+            let refusals = Atomic<Int>(0)
+            func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+                let refused = holding.load(ordering: .relaxed)
+                #expect(!refused, "a write reached a sink that refused bytes")
+                try memory.write(bytes, at: offset)
+                // Refuse after the first write, until the test lets go.
+                holding.store(true, ordering: .relaxed)
+            }
+            func acceptsBytes() -> Bool {
+                if holding.load(ordering: .relaxed) { refusals.add(1, ordering: .relaxed); return false }
+                return true
+            }
+        }
+        let server = try await faultServer()
+        let held = HoldingSink()
+        let size = 4 << 20
+        async let heldDownload = transport.download(HTTPRequest(url: server.url("/data/\(size)")), range: nil, ifRange: nil, into: held)
+        // While it is held, another download on the same loop completes.
+        while held.refusals.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let other = MemorySink()
+        _ = try await transport.download(HTTPRequest(url: server.url("/data/100000")), range: nil, ifRange: nil, into: other)
+        #expect(other.assembled(0 ..< 100000) == served(100000))
+        #expect(held.memory.count < size)
+        // Let go whenever it is asked again, until the body is in.
+        let release = Task {
+            while !Task.isCancelled {
+                held.holding.store(false, ordering: .relaxed)
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        let out = try await heldDownload
+        release.cancel()
+        #expect(out.delivered == 0 ..< Int64(size))
+        #expect(held.memory.assembled(0 ..< Int64(size)) == served(size))
+        #expect(held.refusals.load(ordering: .relaxed) >= 1)
+    }
+
     @Test func rangeRunningPastTheEndIsClampedByTheServer() async throws {
         let server = try await faultServer()
         let sink = MemorySink()
