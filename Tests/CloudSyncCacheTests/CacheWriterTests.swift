@@ -51,6 +51,15 @@ import Testing
         return try condition()
     }
 
+    /// A cache in `dir` whose `fdatasync` is `sync`'s, checkpointing every 100 bytes, and a writer of its 1000-byte
+    /// `r:a.mp3`.
+    func gatedWriter(in dir: TemporaryDirectory, _ sync: GatedSync) throws -> (Cache, EntryWriter) {
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)),
+                                   io: sync.io)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000))
+        return (cache, try cache.openWriter(remote: "r", path: "a.mp3"))
+    }
+
     /// A checkpoint stuck behind a slow disk holds the transfer back: once two checkpoints' worth of bytes wait
     /// to be durable the writer takes no more (the transport pauses), and takes them again when the sync ends. So
     /// a kill -9 loses at most about two checkpoints of a file, however slow the disk (bench/README Findings 7).
@@ -58,10 +67,7 @@ import Testing
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let sync = GatedSync()
-        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)),
-                                   io: sync.io)
-        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000))
-        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        let (_, writer) = try gatedWriter(in: dir, sync)
         try writer.writePattern(0 ..< 120)
         try writer.checkpointIfDue()
         #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
@@ -83,10 +89,7 @@ import Testing
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let sync = GatedSync()
-        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)),
-                                   io: sync.io)
-        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000))
-        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        let (cache, writer) = try gatedWriter(in: dir, sync)
         let reader = try cache.openReader(remote: "r", path: "a.mp3")
         try writer.writePattern(0 ..< 300)
         // Returns while the sync it asked for is blocked: the caller (a network thread) never waits for it.
