@@ -145,7 +145,7 @@ final class SyncThreads: @unchecked Sendable {
     static let shared = SyncThreads()
     static let limit = 16
 
-    /// Guards everything below; `waiting` threads sleep on it until work is queued.
+    /// Guards everything below; idle threads wait on it until work is queued.
     private let condition = NSCondition()
     private var queued: [@Sendable () -> Void] = []
     private var threads = 0

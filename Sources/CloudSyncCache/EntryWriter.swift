@@ -573,9 +573,8 @@ public final class EntryWriter: Sendable {
     /// checkpoint ends, so a kill -9 loses at most about two checkpoints of a file plus the bytes in flight, even
     /// when a busy disk makes its `fdatasync` slow. Safe on a network thread.
     public var acceptsBytes: Bool {
-        pending.withLock { p in
-            !p.checkpointQueued || p.bytesSinceCheckpoint.addingSaturating(p.checkpointing) < cache.limits.checkpointBytes.addingSaturating(cache.limits.checkpointBytes)
-        }
+        let limit = cache.limits.checkpointBytes.addingSaturating(cache.limits.checkpointBytes)
+        return pending.withLock { p in !p.checkpointQueued || p.bytesSinceCheckpoint.addingSaturating(p.checkpointing) < limit }
     }
 
     /// ``checkpoint()`` on the cache's writer, waited for without blocking the caller's thread. Flushes requested

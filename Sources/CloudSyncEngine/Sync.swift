@@ -403,9 +403,10 @@ public struct Sync: Sendable {
             }
             if batch.isEmpty {
                 let estimated = heads.filter { !$0.0.startSetKnown }
-                let later = Set(estimated.dropFirst((estimated.count + 1) / 2).map { RemotePath(remote: remote, path: $0.0.path) })
-                let (roundPlan, roundTracks) = try budget.plan(removing: removing.union(later))
-                let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: removing.union(later))
+                let later = estimated.dropFirst((estimated.count + 1) / 2).map { RemotePath(remote: remote, path: $0.0.path) }
+                let leftOut = removing.union(later)
+                let (roundPlan, roundTracks) = try budget.plan(removing: leftOut)
+                let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: leftOut)
                 reduction.items += reduced.items
                 reduction.busy += reduced.busy
                 batch = wanted(roundPlan, roundTracks, .head) { !$0.headPresent && !tried.contains($0.path) }.map(\.1)
@@ -462,8 +463,6 @@ public struct Sync: Sendable {
         return .scheduled(remote: remote, files: files, headsOnly: heads, bytes: bytes)
     }
 
-    /// Reduces the cache to `plan`; complete tracks whose start set is unknown (cached before start sets
-    /// existed) are analysed from their local file first, so they can keep their heads.
     /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set
     /// is not known are analysed from their local files first, then the cache is planned and reduced again.
     private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget,
