@@ -508,6 +508,10 @@ public struct Sync: Sendable {
         var fatal: (any Error)?
         await withThrowingTaskGroup(of: Step.self) { group in
             var next = 0
+            // Promotions end in the order they were queued (a group commit's files resume together, their tasks in
+            // any order): each file is reported once those queued before it are.
+            var promoting: [String] = []
+            var promoted: [String: FileResult] = [:]
             func launch() {
                 guard next < items.count, fatal == nil else { return }
                 let file = items[next]
@@ -529,14 +533,16 @@ public struct Sync: Sendable {
                         collect(path, result)
                         launch()
                     case .promoting(let path, let promotion):
-                        group.addTask {
-                            let result = try await promotion()
-                            events(.fileFinished(remote: remote, path: path, result: result))
-                            return .promoted(path: path, result: result)
-                        }
+                        promoting.append(path)
+                        group.addTask { .promoted(path: path, result: try await promotion()) }
                         launch()
                     case .promoted(let path, let result):
-                        collect(path, result)
+                        promoted[path] = result
+                        while let first = promoting.first, let result = promoted.removeValue(forKey: first) {
+                            promoting.removeFirst()
+                            events(.fileFinished(remote: remote, path: first, result: result))
+                            collect(first, result)
+                        }
                     }
                 } catch {
                     if fatal == nil { fatal = error }
