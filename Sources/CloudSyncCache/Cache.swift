@@ -6,7 +6,7 @@ import Foundation
 import Synchronization
 
 /// The shared on-disk cache of one user: an SQLite index (`index.sqlite`, WAL), complete tracks under
-/// `tracks/<remote>/<path>`, sparse partial files under `partial/`, flock files under `locks/`.
+/// `tracks/<remote>/<path>`, sparse partial files under `partial/`, lock files under `locks/`.
 /// Several processes (a cron pull, an interactive pull, `serve`) may open the same root at once; every
 /// operation is safe against the others (see docs/cache.md). Within a process one `Cache` is shared by all
 /// tasks; its index calls are serialized.
@@ -127,7 +127,6 @@ public final class Cache: Sendable {
     }
 
     static func partialName(id: Int64, generation: Int64) -> String { "\(id)-\(generation).part" }
-    static func entryLockName(id: Int64) -> String { "entry-\(id).lock" }
 
     // MARK: Index of remote files
 
@@ -246,9 +245,6 @@ public final class Cache: Sendable {
         for row in doomed {
             removeTrack(row.localPath)
             removePartial(Cache.partialName(id: row.id, generation: row.generation))
-            // Ids are never reused (AUTOINCREMENT) and writers re-check their row after locking, so the lock
-            // file of a deleted row can go.
-            _ = unlinkat(locksFD, Cache.entryLockName(id: row.id), 0)
         }
         return report
     }

@@ -6,8 +6,8 @@ import Foundation
 import Synchronization
 
 extension Cache {
-    /// Opens the entry at `path` of `remote` for writing, taking its exclusive writer lock (an flock in
-    /// `locks/`, so it excludes other processes and other writers in this one). With `wait: false` a held lock
+    /// Opens the entry at `path` of `remote` for writing, taking its exclusive writer lock (``EntryLock``, so
+    /// it excludes other processes and other writers in this one). With `wait: false` a held lock
     /// throws `.busy`; with `wait: true` the call blocks until the other writer closes.
     /// The partial file is created at full size (sparse). If the index claims bytes of a partial file that is
     /// gone or has the wrong size, those claims are dropped. Throws `.notFound` for an unknown entry.
@@ -90,70 +90,61 @@ extension Cache {
 }
 
 extension Cache {
-    /// Removes the lock files of entries nobody is writing: those a crashed writer left, and those of caches
-    /// made before lock files went away with completion. Each is taken non-blocking first, so a file in use
-    /// stays. Returns how many were removed. Cheap once swept: only entries being written have one.
+    /// Removes the `locks/entry-<id>.lock` files that builds before the shared entry lock file made (one flock
+    /// file per entry being written, or per entry). Each is taken non-blocking first, so a file an older
+    /// build still holds stays. Returns how many were removed; cheap once swept (a listing of `locks/`).
     @discardableResult
-    public func removeIdleLockFiles() -> Int {
+    public func removeLegacyLockFiles() -> Int {
         let prefix = "entry-", suffix = ".lock"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("locks").path)) ?? []
         var removed = 0
         for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
-            guard let id = Int64(name.dropFirst(prefix.count).dropLast(suffix.count)),
-                  let lock = try? EntryLock.tryAcquire(cache: self, id: id, wait: false) else { continue }
-            lock.unlinkWhileHeld()
-            removed += 1
+            let fd = openat(locksFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            if flock(fd, LOCK_EX | LOCK_NB) == 0, unlinkat(locksFD, name, 0) == 0 { removed += 1 }
+            Glibc.close(fd)
         }
         return removed
     }
 }
 
-/// An exclusive flock on `locks/entry-<id>.lock`, released when closed or deinitialized. The file exists only
-/// while an entry is being written: the holder unlinks it once the entry is complete, so a big library does
-/// not leave one lock file per track behind.
+/// The writer lock of one entry: an exclusive open-file-description lock (`F_OFD_SETLK`, Linux 3.15) on byte
+/// `id` of `locks/entries.lock`, released when closed or deinitialized, by the kernel when the process dies.
+/// One file serves every entry, so taking a lock creates and deletes no file. (A lock file per entry, created
+/// and unlinked around every write, doubled what creating the partial files cost on ext4 without a journal,
+/// where each new inode is checked against every inode deleted in the last 30 s; bench/README.) OFD locks
+/// conflict between descriptors even within one process, so each lock opens its own.
 final class EntryLock: Sendable {
-    let fd: Int32
-    private let name: String
-    private let locksFD: Int32
+    static let fileName = "entries.lock"
+    /// `F_OFD_SETLK` and `F_OFD_SETLKW` of Linux's `<fcntl.h>` (not exported to Swift without `_GNU_SOURCE`).
+    private static let setLock: Int32 = 37, setLockWaiting: Int32 = 38
 
-    private init(fd: Int32, name: String, locksFD: Int32) {
-        self.fd = fd
-        self.name = name
-        self.locksFD = locksFD
-    }
+    private let fd: Int32
+
+    private init(fd: Int32) { self.fd = fd }
 
     /// Takes the lock; nil when `wait` is false and another holder has it (the caller maps that to an error).
     static func tryAcquire(cache: Cache, id: Int64, wait: Bool) throws(CacheError) -> EntryLock? {
-        let name = Cache.entryLockName(id: id)
-        while true {
-            let fd = try cache.fs.openFile(name, in: cache.locksFD, flags: O_RDWR | O_CREAT, mode: 0o600,
-                                           display: cache.display("locks/\(name)"))
-            while flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
-                let e = errno
-                if e == EINTR { continue }
-                Glibc.close(fd)
-                if e == EWOULDBLOCK { return nil }
-                throw CacheError.system("flock", errno: e, path: cache.display("locks/\(name)"), cacheRoot: cache.root.path)
-            }
-            // The previous holder may have unlinked the file before letting go: a lock on a file no longer
-            // at `name` guards nothing, so take the lock again on the file that is there now.
-            var held = stat(), current = stat()
-            if fstat(fd, &held) == 0, fstatat(cache.locksFD, name, &current, AT_SYMLINK_NOFOLLOW) == 0,
-               held.st_ino == current.st_ino, held.st_dev == current.st_dev {
-                return EntryLock(fd: fd, name: name, locksFD: cache.locksFD)
-            }
+        let display = cache.display("locks/\(fileName)")
+        let fd = try cache.fs.openFile(fileName, in: cache.locksFD, flags: O_RDWR | O_CREAT, mode: 0o600, display: display)
+        var range = flock()
+        range.l_type = Int16(F_WRLCK)
+        range.l_whence = Int16(SEEK_SET)
+        range.l_start = off_t(max(id, 0))
+        range.l_len = 1
+        while fcntl(fd, wait ? setLockWaiting : setLock, &range) != 0 {
+            let e = errno
+            if e == EINTR { continue }
             Glibc.close(fd)
+            if e == EAGAIN || e == EACCES { return nil }
+            throw CacheError.system("fcntl(F_OFD_SETLK)", errno: e, path: display, cacheRoot: cache.root.path)
         }
-    }
-
-    /// Removes the lock file; the lock itself is still held until this object goes.
-    func unlinkWhileHeld() {
-        _ = unlinkat(locksFD, name, 0)
+        return EntryLock(fd: fd)
     }
 
     static func acquire(cache: Cache, id: Int64, wait: Bool, busyMessage: String) throws(CacheError) -> EntryLock {
         guard let lock = try tryAcquire(cache: cache, id: id, wait: wait) else {
-            throw CacheError(.busy, busyMessage, path: cache.display("locks/\(Cache.entryLockName(id: id))"), errno: EWOULDBLOCK)
+            throw CacheError(.busy, busyMessage, path: cache.display("locks/\(fileName)"), errno: EWOULDBLOCK)
         }
         return lock
     }
@@ -894,7 +885,7 @@ public final class EntryWriter: Sendable {
             do { try checkpoint() } catch { cache.logger.warning("last checkpoint of \(remote):\(path) failed: \(error)") }
         }
         // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
-        let completed = durable.withLock { d -> Bool in
+        durable.withLock { d in
             if !d.closed && fd >= 0 {
                 seal.withLock { s in
                     s.closed = true
@@ -902,12 +893,8 @@ public final class EntryWriter: Sendable {
                 }
             }
             d.closed = true
-            return d.completed
         }
-        lock.withLock { l in
-            if completed { l?.unlinkWhileHeld() }
-            l = nil
-        }
+        lock.withLock { $0 = nil }
     }
 
     /// Commits `ranges` as present (call with `durable` held, or from init). `startSet` decides `head`.

@@ -110,7 +110,7 @@ public struct Sync: Sendable {
         // A pull restricted to PATHs applies only part of the listing (deletions elsewhere wait), so it must not
         // advance the change feed past changes it did not apply.
         if let cursor, options.paths.isEmpty, let scope = options.cursorScope { try cache.setCursor(scope + cursor, remote: remote) }
-        cache.removeIdleLockFiles()
+        cache.removeLegacyLockFiles()
         // Estimates were replaced by real start sets: reach the plan exactly.
         let (finalPlan, tracks) = try budget.plan()
         let last = try await reduceAnalysing(finalPlan, tracks: tracks, budget: budget)

@@ -3,6 +3,7 @@ import CloudSyncCore
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 @Suite struct WriterTests {
     @Test func writeCheckpointReadComplete() async throws {
@@ -67,21 +68,22 @@ import Testing
         #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "nope.mp3") }
     }
 
-    /// A completed entry leaves no lock file behind, and a writer that waited on the unlinked file locks the
-    /// file that is there now, so it still excludes every other writer.
-    @Test func lockFilesGoWithCompletionAndWaitersRelock() async throws {
+    /// Entry locks are byte-range locks in one file: writing creates no file per entry, a waiter gets the lock
+    /// once its holder closes, and a lock taken by another process on the entry's byte (Python's
+    /// `F_OFD_SETLK`, as documented in docs/cache.md) makes the entry busy.
+    @Test func entryLocksShareOneFileAndExcludeOtherProcesses() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
-        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 100))
-        let locks = dir.url.appendingPathComponent("locks").path
-        func lockFiles() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: locks).filter { $0.hasPrefix("entry-") } }
+        try cache.upsert(remote: "r", files: [remoteFile("a.mp3", size: 100), remoteFile("b.mp3", size: 100)])
+        let locks = dir.url.appendingPathComponent("locks")
+        func lockFiles() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: locks.path).sorted() }
 
         let first = try cache.openWriter(remote: "r", path: "a.mp3")
-        #expect(try lockFiles().count == 1)
+        let other = try cache.openWriter(remote: "r", path: "b.mp3")
+        other.close()
         let waiterLocked = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            // Blocks on the first writer's lock, which is unlinked before it is released.
             if let waiter = try? cache.openWriter(remote: "r", path: "a.mp3", wait: true) {
                 waiterLocked.signal()
                 release.wait()
@@ -90,36 +92,54 @@ import Testing
                 waiterLocked.signal()
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(waiterLocked.wait(timeout: .now() + 0.3) == .timedOut)
         try await first.fillAndComplete()
         first.close()
         #expect(waiterLocked.wait(timeout: .now() + 10) == .success)
-        // The waiter holds the lock on the file now at the path: nobody else gets in.
         let error = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "a.mp3") }
         #expect(error?.code == .busy)
         release.signal()
-        // Once the complete entry's writer is gone, so is its lock file.
-        for _ in 0 ..< 100 where try !lockFiles().isEmpty { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(try lockFiles().isEmpty)
-        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
+        #expect(try lockFiles().filter { $0 != "index.lock" } == ["entries.lock"])
+
+        // Another process locks byte <id of b.mp3> of locks/entries.lock.
+        let id = try #require(cache.row(remote: "r", path: "b.mp3")?.id)
+        let holder = try ChildProcess("python3", ["-c", """
+            import fcntl, os, struct, sys, time
+            fd = os.open(sys.argv[1], os.O_RDWR)
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, int(sys.argv[2]), 1, 0))
+            print("locked", flush=True)
+            sys.stdin.read()
+            """, locks.appendingPathComponent("entries.lock").path, String(id)])
+        _ = try await holder.waitForLine(prefix: "locked")
+        let busy = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "b.mp3") }
+        #expect(busy?.code == .busy)
+        holder.stop()
+        for _ in 0 ..< 100 {
+            guard let writer = try? cache.openWriter(remote: "r", path: "b.mp3") else {
+                try await Task.sleep(for: .milliseconds(50))
+                continue
+            }
+            writer.close()
+            return
+        }
+        Issue.record("b.mp3 stayed locked after the other process ended")
     }
 
-    /// Lock files nobody holds (a crash, or an older cache that kept one per entry) are swept; one in use stays.
-    @Test func idleLockFilesAreSwept() throws {
+    /// Lock files of older builds (one per entry) are swept; one an older build still holds stays.
+    @Test func legacyLockFilesAreSwept() throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
-        try cache.upsert(remote: "r", files: [remoteFile("a.mp3"), remoteFile("b.mp3")])
         let locks = dir.url.appendingPathComponent("locks")
-        for id in [1, 2, 77] { FileManager.default.createFile(atPath: locks.appendingPathComponent("entry-\(id).lock").path, contents: nil) }
-        FileManager.default.createFile(atPath: locks.appendingPathComponent("entry-x.lock").path, contents: nil)
-        let busy = try cache.openWriter(remote: "r", path: "b.mp3")
-        #expect(cache.removeIdleLockFiles() == 2)
-        let left = try FileManager.default.contentsOfDirectory(atPath: locks.path).filter { $0.hasPrefix("entry-") }.sorted()
-        #expect(left == ["entry-2.lock", "entry-x.lock"])
-        // The writer that kept its file still excludes others.
-        #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "b.mp3") }
-        busy.close()
+        for name in ["entry-1.lock", "entry-2.lock", "entry-77.lock", "pull-r.lock"] {
+            FileManager.default.createFile(atPath: locks.appendingPathComponent(name).path, contents: nil)
+        }
+        let held = open(locks.appendingPathComponent("entry-2.lock").path, O_RDWR)
+        defer { close(held) }
+        #expect(flock(held, LOCK_EX) == 0)
+        #expect(cache.removeLegacyLockFiles() == 2)
+        let left = try FileManager.default.contentsOfDirectory(atPath: locks.path).filter { $0.hasPrefix("entry-") || $0.hasPrefix("pull-") }
+        #expect(left.sorted() == ["entry-2.lock", "pull-r.lock"])
     }
 
     @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() async throws {
