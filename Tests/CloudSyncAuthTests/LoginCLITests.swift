@@ -2,8 +2,9 @@ import CloudSyncAuth
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
-let cloudsyncBinary = repositoryRoot.appendingPathComponent(".build/debug/cloudsync").path
+let cloudsyncBinary = RepositoryPaths.root.appendingPathComponent(".build/debug/cloudsync").path
 
 /// The built `cloudsync` run with piped stdin, its stderr collected as it arrives.
 final class CLIRun: Sendable {

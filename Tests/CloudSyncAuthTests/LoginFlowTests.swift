@@ -3,6 +3,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("login flows against the local fake")
 struct LoginFlowTests {

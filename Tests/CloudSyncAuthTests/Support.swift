@@ -4,9 +4,7 @@ import CloudSyncHTTP
 import Foundation
 import Synchronization
 import Testing
-
-/// The repository root (this file is Tests/CloudSyncAuthTests/Support.swift).
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+import TestSupport
 
 /// A running `Tests/Fakes/oauth_fake.py`; stops when released (its stdin closes) or on `stop()`.
 final class OAuthFake: Sendable {
@@ -15,7 +13,7 @@ final class OAuthFake: Sendable {
     let input: Pipe
 
     init(_ arguments: [String] = []) throws {
-        let script = repositoryRoot.appendingPathComponent("Tests/Fakes/oauth_fake.py").path
+        let script = RepositoryPaths.fake("oauth_fake.py").path
         guard let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/root/.pyenv/shims/python3"]
             .first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw FakeError(message: "python3 is not installed; the login tests need it (apt-get install python3)")
@@ -71,16 +69,6 @@ struct FakeError: Error, CustomStringConvertible {
 }
 
 func sharedTransport() throws -> CurlTransport { try CurlTransport() }
-
-/// A temporary folder removed at deinit.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("cloudsync-auth-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(at: url) }
-}
 
 /// Captures every log line at debug level.
 final class LogCapture: Sendable {

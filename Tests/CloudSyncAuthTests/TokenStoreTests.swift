@@ -3,6 +3,7 @@ import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("token store and lock-serialised refresh")
 struct TokenStoreTests {

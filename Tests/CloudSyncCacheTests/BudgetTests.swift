@@ -2,6 +2,7 @@
 import CloudSyncCore
 import Foundation
 import Testing
+import TestSupport
 
 /// Shrinking entries to their heads, evicting them, and what readers holding them open see meanwhile.
 @Suite struct BudgetTests {
@@ -22,7 +23,7 @@ import Testing
     /// A complete track shrinks to its start set: out of `tracks/`, the head in a new partial file, the index
     /// claiming exactly the start set; a reader that held the track open keeps reading every byte, correctly.
     @Test func shrinkingKeepsTheHeadAndOpenReadersKeepReading() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try await completeEntry(cache)
@@ -57,7 +58,7 @@ import Testing
 
     /// A partial with bytes beyond its head loses them; without a known start set nothing can be kept.
     @Test func partialsShrinkToTheirHeads() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("p.mp3"), remoteFile("unknown.mp3")])
@@ -82,7 +83,7 @@ import Testing
     /// new partial. The reader must never take the new file's claims for its own (it would serve the holes of
     /// its old file, zeros, under the track's ETag): it sees its generation end instead.
     @Test func anEvictedEntryNeverLendsItsNewBytesToAnOldReader() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("t.mp3"))
@@ -108,7 +109,7 @@ import Testing
     /// Evicting drops every byte but keeps what is known of the version (start set, tags), so the planner does
     /// not fetch the same head again just to measure it.
     @Test func evictingKeepsTheStartSetKnowledge() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try await completeEntry(cache)
@@ -129,7 +130,7 @@ import Testing
 
     /// Sizes from a hostile server (Int64.max) never trap in the sums that status and planning make.
     @Test func hostileSizesDoNotTrapTheSums() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("huge.mp3", size: .max), remoteFile("huge2.mp3", size: .max)])
@@ -140,7 +141,7 @@ import Testing
     }
 
     @Test func playsAreRecorded() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3"))

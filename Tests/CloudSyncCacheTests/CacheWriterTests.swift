@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 /// The cache's writer (#23): checkpoints run off the caller's thread and lag it, never claiming bytes before they
 /// are durable; completed files are promoted in group commits whose syncs are issued together; waiting for an
@@ -64,7 +65,7 @@ import Testing
     /// to be durable the writer takes no more (the transport pauses), and takes them again when the sync ends. So
     /// a kill -9 loses at most about two checkpoints of a file, however slow the disk (bench/README Findings 7).
     @Test func aLaggingCheckpointHoldsTheTransferBack() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let sync = GatedSync()
         let (_, writer) = try gatedWriter(in: dir, sync)
@@ -86,7 +87,7 @@ import Testing
     }
 
     @Test func aDueCheckpointRunsOnTheWriterAndTheIndexClaimsOnlySyncedBytes() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let sync = GatedSync()
         let (cache, writer) = try gatedWriter(in: dir, sync)
@@ -111,7 +112,7 @@ import Testing
     }
 
     @Test func aFailedBackgroundCheckpointIsThrownOnceByTheNextCall() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let sync = GatedSync()
         sync.open()
@@ -137,7 +138,7 @@ import Testing
     /// Files that complete while a batch syncs form the next batch, whose syncs all run at once; an entry removed
     /// meanwhile fails alone and the others reach `tracks/`.
     @Test func filesCompletingDuringABatchAreCommittedTogether() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let sync = GatedSync()
         let cache = try Cache.open(root: dir.url, io: sync.io)
@@ -175,7 +176,7 @@ import Testing
     }
 
     @Test func promotionNeedsAVerificationSinceTheLastWrite() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 100))
@@ -193,7 +194,7 @@ import Testing
     }
 
     @Test func waitingForAnEntryLockEndsWhenItIsFreeOrCancelled() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3", size: 100), remoteFile("b.mp3", size: 100)])

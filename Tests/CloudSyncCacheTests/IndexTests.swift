@@ -2,10 +2,11 @@
 import CloudSyncCore
 import Foundation
 import Testing
+import TestSupport
 
 @Suite struct IndexTests {
     @Test func upsertReportsOutcomesAndKeepsMetadata() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let file = remoteFile("A/one.mp3", hashes: [ContentHash(kind: .quickXor, value: "ab+/cd==")])
@@ -25,7 +26,7 @@ import Testing
     }
 
     @Test func cursorsRoundTrip() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         #expect(try cache.cursor(remote: "r") == nil)
@@ -40,7 +41,7 @@ import Testing
     }
 
     @Test func hostileNamesStayInsideTheCacheAndNeverCollide() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let paths = ["..", "a/../../etc/passwd.mp3", "nul\u{0}.mp3", String(repeating: "n", count: 300) + ".mp3",
@@ -64,7 +65,7 @@ import Testing
             #expect(FileManager.default.fileExists(atPath: entry.localURL.path))
         }
         // Stable across runs: a new index over the same listing gives the same names.
-        let dir2 = TemporaryDirectory()
+        let dir2 = try TemporaryDirectory()
         defer { dir2.cleanup() }
         let again = try Cache.open(root: dir2.url)
         try again.upsert(remote: "../evil", files: paths.map { remoteFile($0, size: 10) })
@@ -72,8 +73,8 @@ import Testing
     }
 
     @Test func refusesSymlinksInsideTheCache() async throws {
-        let dir = TemporaryDirectory()
-        let outside = TemporaryDirectory("outside")
+        let dir = try TemporaryDirectory()
+        let outside = try TemporaryDirectory(prefix: "cloudsync-outside")
         defer { dir.cleanup(); outside.cleanup() }
         try FileManager.default.createDirectory(at: outside.url, withIntermediateDirectories: true)
         let cache = try Cache.open(root: dir.url)
@@ -87,7 +88,7 @@ import Testing
     }
 
     @Test func removalDeletesFilesButKeepsPinned() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let paths = ["A/1.mp3", "A/2.mp3", "A/sub/3.mp3", "AB/4.mp3", "B/5.mp3"]
@@ -111,7 +112,7 @@ import Testing
 
     /// 100,000 indexed tracks: upserted in batches, listed for `ls --offline`. Prints timings; asserts counts only.
     @Test func largeListing() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let clock = ContinuousClock()

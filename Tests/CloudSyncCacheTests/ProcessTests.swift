@@ -34,7 +34,7 @@ import Testing
 
     /// Plaintext and encrypted (`cache.encrypt`: whole sealed blocks only, sealed as their bytes arrive).
     @Test(arguments: [false, true]) func killNineLosesAtMostTheUncheckpointedBytes(encrypted: Bool) throws {
-        let dir = TemporaryDirectory("crash")
+        let dir = try TemporaryDirectory(prefix: "cloudsync-crash")
         defer { dir.cleanup() }
         let size: Int64 = 3 * 1024 * 1024
         let key = encrypted ? CacheKey.random() : nil
@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func twoWritersAndAReaderAtOnce() throws {
-        let dir = TemporaryDirectory("concurrent")
+        let dir = try TemporaryDirectory(prefix: "cloudsync-concurrent")
         defer { dir.cleanup() }
         let size: Int64 = 1024 * 1024
         let cache = try Cache.open(root: dir.url)
@@ -107,7 +107,7 @@ import Testing
     /// A real 2 MiB tmpfs: writes fail with `.diskFull`, the index never claims unwritten bytes, complete files
     /// survive, and after eviction frees space the download finishes. Needs root (mount).
     @Test(.enabled(if: geteuid() == 0, "mounting a tmpfs needs root")) func realDiskFullOnTmpfs() async throws {
-        let mountPoint = TemporaryDirectory("tmpfs")
+        let mountPoint = try TemporaryDirectory(prefix: "cloudsync-tmpfs")
         try FileManager.default.createDirectory(at: mountPoint.url, withIntermediateDirectories: true)
         defer { mountPoint.cleanup() }
         let mount = Process()

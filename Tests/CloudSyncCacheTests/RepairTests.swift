@@ -2,6 +2,7 @@
 import CloudSyncCore
 import Foundation
 import Testing
+import TestSupport
 
 /// The index and `tracks/` agree after interrupted promotions, hostile sizes and pruned folders (#19).
 @Suite struct RepairTests {
@@ -9,7 +10,7 @@ import Testing
     /// verified file the index does not know as complete; the next open of the entry, or a pull's
     /// `reconcilePromotions()`, marks it complete instead of downloading it again.
     @Test func aCutPromotionIsRepaired() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3"), remoteFile("b.mp3")])
@@ -42,7 +43,7 @@ import Testing
 
     /// A file in `tracks/` of another size or mtime (an older version) is not taken for the promoted one.
     @Test func anOlderFileIsNotTakenForThePromotedOne() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
@@ -59,7 +60,7 @@ import Testing
 
     /// Sizes no filesystem holds fail that one file (exit 1), before any byte is written.
     @Test func absurdSizesFailTheFileOnly() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("huge.mp3", size: .max), remoteFile("pb.mp3", size: 1 << 58)])
@@ -80,7 +81,7 @@ import Testing
     /// other removing its only sibling (which prunes the folder when it empties) over and over; the two often share
     /// a group commit.
     @Test func promotionSurvivesConcurrentPruning() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let rounds = 600

@@ -3,6 +3,7 @@ import CloudSyncCore
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// What `cloudsync status` reads: the last pull per remote, and who holds the cache's locks now (#25).
 @Suite struct RunStateTests {
@@ -22,7 +23,7 @@ import Testing
     }
 
     @Test func lastPullRoundTripsAndReplacesThePreviousOne() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         #expect(try cache.pullRuns().isEmpty)
@@ -41,7 +42,7 @@ import Testing
     /// The holder is read from the kernel's table: this process's own flock shows, and asking never takes it
     /// (a second process's non-blocking attempt would fail while we hold it, and still succeeds after).
     @Test func pullLockHolderIsSeenWithoutTakingTheLock() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         #expect(cache.pullLockHolder(remote: "nas") == nil)
@@ -54,7 +55,7 @@ import Testing
     }
 
     @Test func serveAnnouncementIsListedUntilWithdrawn() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         #expect(cache.serveHolders().isEmpty)

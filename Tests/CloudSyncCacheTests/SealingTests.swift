@@ -161,7 +161,7 @@ import TestSupport
     @Test func overlappingAndRepeatedPiecesSealEachByteOnce() async throws {
         let s = seed("overlappingAndRepeatedPiecesSealEachByteOnce")
         var random = SeededRandom(seed: s)
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try sealedCache(dir)
         let size = Int64.random(in: 150_000 ... 400_000, using: &random)
@@ -186,7 +186,7 @@ import TestSupport
     @Test func sealedWriterStoresWholeBlocksOnly() async throws {
         let s = seed("sealedWriterStoresWholeBlocksOnly")
         var random = SeededRandom(seed: s)
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try sealedCache(dir)
         let size = Int64.random(in: 200_000 ... 600_000, using: &random)
@@ -238,7 +238,7 @@ import TestSupport
     /// Closing with half a block in memory loses that block only; reopening keeps the sealed blocks; a reset
     /// makes a new salt (a new key) so other bytes are never sealed under the old nonces.
     @Test func reopenKeepsBlocksAndResetChangesTheKey() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let key = CacheKey.random()
         do {
@@ -266,7 +266,7 @@ import TestSupport
     /// A flipped bit is never served: the reader throws `.damaged`, the block is dropped (fetched again), verify
     /// reports what it finds.
     @Test func damagedBlocksAreNeverServedAndAreDropped() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try sealedCache(dir)
         let size: Int64 = 200_000
@@ -317,7 +317,7 @@ import TestSupport
     /// The cache's mode: a wrong key, a missing key and a configuration that disagrees are refused with the
     /// command that fixes it; an empty cache simply switches.
     @Test func modeMismatchesAndWrongKeysAreRefused() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let key = CacheKey.random()
         do {
@@ -347,7 +347,7 @@ import TestSupport
     /// A conversion that meets a busy entry stops short of finishing: strict opens then name the command, and
     /// running it again finishes. Both ways; the bytes stay the same.
     @Test func conversionResumesAndRoundTrips() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let key = CacheKey.random()
         let plain = try Cache.open(root: dir.url)
@@ -389,7 +389,7 @@ import TestSupport
 
     /// Shrinking an encrypted track to its head keeps the whole blocks of the start set, re-sealed.
     @Test func shrinkToHeadKeepsSealedBlocks() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try sealedCache(dir)
         let size: Int64 = 500_000

@@ -1,18 +1,7 @@
 import CloudSyncCache
 import CloudSyncCore
 import Foundation
-
-/// A fresh directory under the system temp dir, removed by `cleanup()`.
-struct TemporaryDirectory {
-    let url: URL
-
-    init(_ label: String = "cache") {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("cloudsync-\(label)-\(UUID().uuidString)", isDirectory: true)
-    }
-
-    func cleanup() { try? FileManager.default.removeItem(at: url) }
-}
+import TestSupport
 
 /// The byte every test expects at `offset` (same formula as the cache-crash-child helper).
 func patternByte(_ offset: Int64) -> UInt8 {

@@ -7,7 +7,7 @@ import TestSupport
 
 @Suite struct WriterTests {
     @Test func writeCheckpointReadComplete() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 1 << 40, checkpointInterval: .seconds(3600)))
         try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 1000, modified: 1_600_000_000.5))
@@ -53,7 +53,7 @@ import TestSupport
     }
 
     @Test func secondWriterIsBusyUntilTheFirstCloses() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
@@ -72,7 +72,7 @@ import TestSupport
     /// once its holder closes, and a lock taken by another process on the entry's byte (Python's
     /// `F_OFD_SETLK`, as documented in docs/cache.md) makes the entry busy.
     @Test func entryLocksShareOneFileAndExcludeOtherProcesses() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3", size: 100), remoteFile("b.mp3", size: 100)])
@@ -127,7 +127,7 @@ import TestSupport
 
     /// Lock files of older builds (one per entry) are swept; one an older build still holds stays.
     @Test func legacyLockFilesAreSwept() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let locks = dir.url.appendingPathComponent("locks")
@@ -143,7 +143,7 @@ import TestSupport
     }
 
     @Test func atomicCompletionKeepsTheOldCopyUntilTheNewOneIsVerified() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let v1 = remoteFile("song.flac", size: 500, revision: "v1", hashes: [ContentHash(kind: .sha256, value: "pattern")])
@@ -178,7 +178,7 @@ import TestSupport
     }
 
     @Test func fingerprintChangeMidDownloadStopsTheOldWriter() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3", revision: "1"))
@@ -196,7 +196,7 @@ import TestSupport
     }
 
     @Test func discardAndReset() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
@@ -212,7 +212,7 @@ import TestSupport
     }
 
     @Test func indexClaimsAreDroppedWhenThePartialFileIsGone() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", file: remoteFile("a.mp3"))
@@ -229,7 +229,7 @@ import TestSupport
     /// ENOSPC from an injected pwrite/fdatasync: clear error, the index never claims the failed bytes, and a
     /// complete entry is untouched.
     @Test func diskFullByFaultInjection() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let failWrites = Atomic<Bool>(false)
         let failSync = Atomic<Bool>(false)
@@ -275,7 +275,7 @@ import TestSupport
     }
 
     @Test func verifyRepairsMismatches() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let hash = [ContentHash(kind: .sha256, value: "pattern")]
@@ -303,7 +303,7 @@ import TestSupport
     /// Without a provider hash (plain WebDAV) a truncated track is found by its size, and a touched one is
     /// reported by its mtime (#20.9).
     @Test func verifyComparesSizeAndMtimeWithoutAHash() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("cut.mp3"), remoteFile("touched.mp3"), remoteFile("fine.mp3")])
@@ -323,7 +323,7 @@ import TestSupport
 
     /// A track that another process evicts while verify reads it is not reported as missing (#19.13).
     @Test func verifyIgnoresATrackEvictedMeanwhile() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let hash = [ContentHash(kind: .sha256, value: "pattern")]
@@ -340,7 +340,7 @@ import TestSupport
     }
 
     @Test func pullLockNamesTheHolder() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let lock = try await cache.pullLock(remote: "music", wait: false)
@@ -359,7 +359,7 @@ import TestSupport
 
     /// Waiting for a held lock parks no thread and ends when the task is cancelled (`pull --wait` under Ctrl-C).
     @Test func waitingForThePullLockIsCancellable() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url)
         let held = try await cache.pullLock(remote: "music", wait: false)

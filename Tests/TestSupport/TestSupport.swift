@@ -26,7 +26,11 @@ public final class TemporaryDirectory: Sendable {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
-    deinit { try? FileManager.default.removeItem(at: url) }
+    deinit { cleanup() }
+
+    /// Removes the directory now (also done when this object dies). `defer { dir.cleanup() }` keeps the
+    /// object alive to the end of the scope, which Swift does not promise for a local that is no longer used.
+    public func cleanup() { try? FileManager.default.removeItem(at: url) }
 
     /// `url/relative`.
     public func file(_ relative: String) -> URL { url.appendingPathComponent(relative) }
