@@ -81,7 +81,7 @@ extension Cache {
     public func freeDiskBytes() throws(CacheError) -> Int64 {
         var st = statvfs()
         guard fstatvfs(rootFD, &st) == 0 else {
-            throw CacheError.system("statvfs", errno: errno, path: root.path, cacheRoot: root.path)
+            throw CacheError.system("statvfs", errno: errno, path: rootPath, cacheRoot: rootPath)
         }
         let (bytes, overflow) = Int64(clamping: st.f_bavail).multipliedReportingOverflow(by: Int64(clamping: st.f_frsize))
         return overflow ? .max : bytes
@@ -145,7 +145,7 @@ extension Cache {
             do throws(Errno) {
                 try io.fdatasync(target.fd)
             } catch {
-                throw CacheError.system("fdatasync", errno: error.rawValue, path: target.display, cacheRoot: root.path)
+                throw CacheError.system("fdatasync", errno: error.rawValue, path: target.display, cacheRoot: rootPath)
             }
         } catch {
             _ = unlinkat(partialFD, newName, 0)

@@ -12,6 +12,9 @@ import Synchronization
 /// tasks; its index calls are serialized.
 public final class Cache: Sendable {
     public let root: URL
+    /// `root.path`, computed once: error paths and display names are built from it on hot paths (every read of
+    /// a partial file), and `URL.path` is not free.
+    public let rootPath: String
     public let limits: CacheLimits
     let logger: Logger
     let io: FileIO
@@ -102,6 +105,7 @@ public final class Cache: Sendable {
     private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database,
                  encryption: CacheEncryption) {
         self.root = root
+        rootPath = root.path
         self.encryption = encryption
         tracksURL = root.appendingPathComponent("tracks", isDirectory: true)
         self.limits = limits
@@ -442,5 +446,5 @@ public final class Cache: Sendable {
             + "to update the index.", path: path)
     }
 
-    func display(_ relative: String) -> String { root.path + "/" + relative }
+    func display(_ relative: String) -> String { rootPath + "/" + relative }
 }

@@ -221,7 +221,7 @@ struct PromotionBatch {
         for (i, error) in zip(ready, syncErrors) {
             if let error {
                 outcomes[i] = .failure(CacheError.system("fdatasync", errno: error.rawValue, path: writers[i].partialDisplay,
-                                                         needing: writers[i].size, cacheRoot: cache.root.path))
+                                                         needing: writers[i].size, cacheRoot: cache.rootPath))
             } else if let failure = writers[i].setRemoteModificationTime() {
                 outcomes[i] = .failure(failure)
             } else {

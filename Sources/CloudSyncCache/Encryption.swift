@@ -202,7 +202,7 @@ extension Cache {
     func sealer(reading fd: Int32, row: IndexRow, generation: Int64, display: String) throws(CacheError) -> Sealer? {
         guard row.sealed else { return nil }
         let key = try sealingKey(for: row.remote, row.path)
-        let bytes = try preadAll(fd: fd, range: 0 ..< SealedLayout.headerSize, display: display, cacheRoot: root.path)
+        let bytes = try preadAll(fd: fd, range: 0 ..< SealedLayout.headerSize, display: display, cacheRoot: rootPath)
         guard let header = SealedHeader(bytes: bytes),
               let sealer = Sealer(cacheKey: key, header: header, id: row.id, generation: generation, plainSize: row.file.size)
         else {
@@ -229,19 +229,19 @@ extension Cache {
                 }
                 sealer = made
                 diskSize = made.layout.diskSize
-                try pwriteAll(fd: fd, header.bytes, at: 0, io: io, display: display, cacheRoot: root.path)
+                try pwriteAll(fd: fd, header.bytes, at: 0, io: io, display: display, cacheRoot: rootPath)
             }
             do throws(Errno) {
                 try io.ftruncate(fd, diskSize)
             } catch {
-                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: diskSize, cacheRoot: root.path)
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: diskSize, cacheRoot: rootPath)
             }
         } catch {
             Glibc.close(fd)
             _ = unlinkat(partialFD, name, 0)
             throw error
         }
-        return EntryFile(fd: fd, sealer: sealer, display: display, cacheRoot: root.path)
+        return EntryFile(fd: fd, sealer: sealer, display: display, cacheRoot: rootPath)
     }
 
     /// Copies the plaintext of `ranges` from `source` into `target` (each in its own form), 1 MiB at a time. A
@@ -282,7 +282,7 @@ extension Cache {
                 throw error
             }
             return EntryFile(fd: fd, sealer: try sealer(reading: fd, row: row, generation: row.generation, display: display),
-                             display: display, cacheRoot: root.path)
+                             display: display, cacheRoot: rootPath)
         } catch {
             Glibc.close(fd)
             throw error
@@ -375,7 +375,7 @@ extension Cache {
     /// `tracks/` for their replacement are removed.
     public func convert(sealing: Bool, progress: (String) -> Void = { _ in }) throws(CacheError) -> ConversionReport {
         guard let key = encryption.key else {
-            throw CacheError(.keyMissing, "converting the cache needs its key", path: root.path)
+            throw CacheError(.keyMissing, "converting the cache needs its key", path: rootPath)
         }
         try withDatabase { db throws(CacheError) in
             try db.withTransaction { () throws(CacheError) in
@@ -461,7 +461,7 @@ extension Cache {
         do throws(CacheError) {
             try copyPlaintext(carried, from: source, to: target)
             do throws(Errno) { try io.fdatasync(target.fd) } catch {
-                throw CacheError.system("fdatasync", errno: error.rawValue, path: target.display, cacheRoot: root.path)
+                throw CacheError.system("fdatasync", errno: error.rawValue, path: target.display, cacheRoot: rootPath)
             }
         } catch {
             _ = unlinkat(partialFD, name, 0)

@@ -114,9 +114,9 @@ public final class EntryReader: Sendable {
         }
         let (fd, sealer) = try descriptor()
         let display = cache.display("tracks/\(localPath)")
-        guard let sealer else { return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.root.path) }
+        guard let sealer else { return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.rootPath) }
         do {
-            return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
+            return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.rootPath)
         } catch where error.code == .damaged {
             // Never served: the block is dropped from the index, so the next pull or serve fetches it again.
             if let bad = error.damagedBytes { cache.dropDamaged(remote: remote, path: file.path, bytes: bad) }

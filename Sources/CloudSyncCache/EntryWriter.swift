@@ -137,7 +137,7 @@ final class EntryLock: Sendable {
             if e == EINTR { continue }
             Glibc.close(fd)
             if e == EAGAIN || e == EACCES { return nil }
-            throw CacheError.system("fcntl(F_OFD_SETLK)", errno: e, path: display, cacheRoot: cache.root.path)
+            throw CacheError.system("fcntl(F_OFD_SETLK)", errno: e, path: display, cacheRoot: cache.rootPath)
         }
         return EntryLock(fd: fd)
     }
@@ -179,6 +179,8 @@ public final class EntryWriter: Sendable {
     private let modified: Date
     private let localPath: String
     private let partialName: String
+    /// `<cache>/partial/<name>`, for errors.
+    let partialDisplay: String
     private let fd: Int32
     private let lock: Mutex<EntryLock?>
 
@@ -319,6 +321,7 @@ public final class EntryWriter: Sendable {
             generation = row.generation
             partialName = Cache.partialName(id: row.id, generation: row.generation)
             partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
+            partialDisplay = cache.display("partial/\(partialName)")
             fd = -1
             seal = Mutex(SealState())
             sealedLayout = nil
@@ -373,7 +376,7 @@ public final class EntryWriter: Sendable {
                     sealer = Sealer(cacheKey: try cache.sealingKey(for: row.remote, row.path), header: header, id: row.id,
                                     generation: generation, plainSize: row.file.size)
                     try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: cache.display("partial/\(name)"),
-                                  cacheRoot: cache.root.path)
+                                  cacheRoot: cache.rootPath)
                 } catch {
                     Glibc.close(fd)
                     _ = unlinkat(cache.partialFD, name, 0)
@@ -396,6 +399,7 @@ public final class EntryWriter: Sendable {
         partialName = name
         partialURL = cache.root.appendingPathComponent("partial/\(name)", isDirectory: false)
         let display = cache.display("partial/\(name)")
+        partialDisplay = display
         self.fd = fd
         seal = Mutex(SealState(sealer: sealer))
         sealedLayout = sealer?.layout
@@ -409,7 +413,7 @@ public final class EntryWriter: Sendable {
             Glibc.close(fd)
             if committed.isEmpty { _ = unlinkat(cache.partialFD, name, 0) }
             throw CacheError.system("ftruncate", errno: error.rawValue, path: display, needing: diskSize,
-                                    cacheRoot: cache.root.path)
+                                    cacheRoot: cache.rootPath)
         }
         // The index must not claim bytes the partial file lost; when it claims exactly what is there (the
         // common case: a fresh entry or an intact partial), there is nothing to write.
@@ -477,8 +481,8 @@ public final class EntryWriter: Sendable {
                 guard n > 0 else { throw Errno(EIO) }
                 done += n
             } catch {
-                throw CacheError.system("write", errno: error.rawValue, path: cache.display("partial/\(partialName)"),
-                                        needing: size, cacheRoot: cache.root.path)
+                throw CacheError.system("write", errno: error.rawValue, path: partialDisplay,
+                                        needing: size, cacheRoot: cache.rootPath)
             }
         }
         if bytes.isEmpty { return }
@@ -521,7 +525,7 @@ public final class EntryWriter: Sendable {
                     continue
                 }
                 try pwriteAll(fd: fd, gathering.finish(), at: layout.diskOffset(ofBlock: index),
-                              io: cache.io, display: cache.display("partial/\(partialName)"), cacheRoot: cache.root.path)
+                              io: cache.io, display: partialDisplay, cacheRoot: cache.rootPath)
                 if s.spare.count < 2 { s.spare.append(gathering.sealed) }
                 pending.withLock {
                     $0.ranges.insert(block)
@@ -595,8 +599,8 @@ public final class EntryWriter: Sendable {
                 try cache.io.fdatasync(fd)
             } catch {
                 pending.withLock { $0.ranges.subtract(snapshot) }
-                throw CacheError.system("fdatasync", errno: error.rawValue, path: cache.display("partial/\(partialName)"),
-                                        needing: size, cacheRoot: cache.root.path)
+                throw CacheError.system("fdatasync", errno: error.rawValue, path: partialDisplay,
+                                        needing: size, cacheRoot: cache.rootPath)
             }
             var next = d.committed
             next.formUnion(snapshot)
@@ -637,13 +641,13 @@ public final class EntryWriter: Sendable {
     public func reset() throws(CacheError) {
         try discard(0..<size)
         guard fd >= 0 else { return }
-        let display = cache.display("partial/\(partialName)")
+        let display = partialDisplay
         guard sealedLayout != nil else {
             do throws(Errno) {
                 try cache.io.ftruncate(fd, 0)
                 try cache.io.ftruncate(fd, size)
             } catch {
-                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.root.path)
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.rootPath)
             }
             return
         }
@@ -657,9 +661,9 @@ public final class EntryWriter: Sendable {
                 try cache.io.ftruncate(fd, 0)
                 try cache.io.ftruncate(fd, fresh.layout.diskSize)
             } catch {
-                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.root.path)
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.rootPath)
             }
-            try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: display, cacheRoot: cache.root.path)
+            try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: display, cacheRoot: cache.rootPath)
             s.sealer = fresh
             s.buffers = [:]
         }
@@ -675,15 +679,15 @@ public final class EntryWriter: Sendable {
             defer { reader.close() }
             return try reader.read(range)
         }
-        let display = cache.display("partial/\(partialName)")
+        let display = partialDisplay
         guard sealedLayout != nil else {
-            return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.root.path)
+            return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.rootPath)
         }
         // Under `seal`, which ``close()`` takes to close the descriptor: a read never meets a closed (or reused)
         // descriptor. (`serve` reads an encrypted entry through its writer, not through a descriptor of its own.)
         let read = seal.withLock { s -> Result<Data, CacheError>? in
             guard !s.closed, let sealer = s.sealer else { return nil }
-            return Result { () throws(CacheError) in try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.root.path) }
+            return Result { () throws(CacheError) in try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.rootPath) }
         }
         guard let read else {
             let reader = try cache.openReader(remote: remote, path: path, touching: false)
@@ -791,7 +795,6 @@ public final class EntryWriter: Sendable {
     var isCompleted: Bool { durable.withLock { $0.completed } }
     var isClosed: Bool { durable.withLock { $0.closed } }
     var descriptor: Int32 { fd }
-    var partialDisplay: String { cache.display("partial/\(partialName)") }
 
     /// Gives the partial file the remote's modification time (before the rename: ``Cache/reconcilePromotions()``
     /// recognises a cut promotion by it). Nil when it worked.

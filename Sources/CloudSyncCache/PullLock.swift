@@ -23,7 +23,7 @@ extension Cache {
             if e == EINTR { continue }
             guard e == EWOULDBLOCK else {
                 Glibc.close(fd)
-                throw CacheError.system("flock", errno: e, path: display, cacheRoot: root.path)
+                throw CacheError.system("flock", errno: e, path: display, cacheRoot: rootPath)
             }
             let holder = Self.lockHolder(fd)
             guard wait else {

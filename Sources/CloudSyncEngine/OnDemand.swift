@@ -603,7 +603,7 @@ public final class TrackStream: Sendable {
             let data = try session.job.writer.read(range)
             if session.job.writer.presentRanges().containsAll(range) { return data }
         } else if let session, fd >= 0, session.job.writer.presentRanges().containsAll(range) {
-            let data = try preadAll(fd: fd, range: range, display: "\(remote):\(file.path)", cacheRoot: owner.cache.root.path)
+            let data = try preadAll(fd: fd, range: range, display: "\(remote):\(file.path)", cacheRoot: owner.cache.rootPath)
             // Bytes dropped meanwhile (hash mismatch, changed file) must not be served.
             if session.job.writer.presentRanges().containsAll(range) { return data }
         }
