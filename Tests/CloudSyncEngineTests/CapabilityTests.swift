@@ -130,6 +130,33 @@ struct CapabilityTests {
         writer.close()
     }
 
+    /// The fetcher keeps a file's resolved link for its later passes (head, then the rest), and forgets it once
+    /// the file is verified: a pull of 100,000 tracks held one link per track before.
+    @Test func aVerifiedFilesLinkIsForgotten() async throws {
+        let dir = try TemporaryDirectory()
+        let cache = try Cache.open(root: dir.url.appendingPathComponent("cache"))
+        let data = bytes(200_000, seed: 3)
+        let files = [remoteFile("a.mp3", data, hashes: []), remoteFile("b.mp3", data, hashes: [])]
+        try cache.upsert(remote: "mem", files: files)
+        let capabilities = ProviderCapabilities(hashKinds: [], hasChangeFeed: false, supportsRanges: true)
+        let provider = MemoryProvider(capabilities: capabilities, files: files)
+        let fetcher = FileFetcher(provider: provider, transport: MemoryTransport(["a.mp3": data, "b.mp3": data]),
+                                  pacer: Pacer(policy: .init(retries: 0)), chunkSize: 64 << 10, segments: 1, segmentThreshold: 1 << 30,
+                                  events: { _ in }, logger: .silent)
+        var jobs: [FileJob] = []
+        for file in files {
+            let job = FileJob(remote: "mem", file: file, writer: try cache.openWriter(remote: "mem", path: file.path),
+                              capabilities: capabilities)
+            try await fetcher.fetch(job, within: 0 ..< 1000)
+            jobs.append(job)
+        }
+        #expect(fetcher.links.count == 2, "both heads fetched, both links kept for the rest")
+        try await fetcher.fetch(jobs[0], within: 0 ..< files[0].size)
+        try await fetcher.complete(jobs[0])
+        #expect(fetcher.links.count == 1, "a.mp3 is verified: its link is gone; b.mp3's stays")
+        for job in jobs { job.writer.close() }
+    }
+
     @Test("hashKinds: the strongest hash of a declared kind is the one verified; an empty set trusts any",
           arguments: [
               (Set<HashKind>([.md5]), HashKind?.some(.md5)),
