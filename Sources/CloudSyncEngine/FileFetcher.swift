@@ -511,8 +511,18 @@ final class LinkCache: Sendable {
     }
 
     func store(_ link: DownloadRequest, for file: RemoteFile) {
-        links.withLock { $0[key(file)] = link }
+        links.withLock { map in
+            // A long-running serve streams many files that never complete (their links stay): past a few
+            // thousand, the expired ones go.
+            if map.count >= Self.pruneAt {
+                let now = Date()
+                map = map.filter { ($0.value.expiresAt ?? .distantFuture) > now }
+            }
+            map[key(file)] = link
+        }
     }
+
+    static let pruneAt = 4096
 
     func forget(_ file: RemoteFile) {
         links.withLock { $0[key(file)] = nil }

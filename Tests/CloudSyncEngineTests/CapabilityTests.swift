@@ -157,6 +157,20 @@ struct CapabilityTests {
         for job in jobs { job.writer.close() }
     }
 
+    /// Past `LinkCache.pruneAt` links (a serve streaming many files it never completes), storing one drops the
+    /// expired ones; links still valid stay.
+    @Test func manyLinksDropTheExpiredOnes() {
+        let cache = LinkCache()
+        let url = URL(string: "https://content.example/x")!
+        func file(_ i: Int) -> RemoteFile { remoteFile("t\(i).mp3", Data([1]), hashes: []) }
+        cache.store(DownloadRequest(url: url, expiresAt: Date().addingTimeInterval(3600)), for: file(0))
+        for i in 1 ..< LinkCache.pruneAt { cache.store(DownloadRequest(url: url, expiresAt: Date().addingTimeInterval(-1)), for: file(i)) }
+        #expect(cache.count == LinkCache.pruneAt)
+        cache.store(DownloadRequest(url: url), for: file(LinkCache.pruneAt))
+        #expect(cache.count == 2)
+        #expect(cache.link(for: file(0)) != nil)
+    }
+
     @Test("hashKinds: the strongest hash of a declared kind is the one verified; an empty set trusts any",
           arguments: [
               (Set<HashKind>([.md5]), HashKind?.some(.md5)),
