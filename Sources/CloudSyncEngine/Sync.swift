@@ -363,23 +363,26 @@ public struct Sync: Sendable {
                 report.headsCached += 1
             }
         }
-        /// This remote's candidates with `target` at least `level`, in priority order.
+        /// This remote's candidates with `target` at least `level`, in priority order: each as its index in `tracks`
+        /// and its index in `plan.fetch` (indexes, not copies: a list of the tracks and files themselves took
+        /// 44 MiB at 100,000).
         func wanted(_ cachePlan: CachePlan, _ tracks: [PlanningTrack], _ level: TrackTarget,
-                    where keep: (PlanningTrack) -> Bool) -> [(PlanningTrack, RemoteFile)] {
-            // This remote's tracks by id, as indexes into `tracks` (a dictionary of the tracks themselves took
-            // 34 MiB at 100,000).
+                    where keep: (PlanningTrack) -> Bool) -> [(track: Int, file: Int)] {
+            // This remote's tracks by id, as indexes into `tracks`.
             let mine = Dictionary(tracks.indices.lazy.filter { tracks[$0].remote == remote }.map { (tracks[$0].id, $0) },
                                   uniquingKeysWith: { a, _ in a })
-            let selected = cachePlan.order.compactMap { id -> (PlanningTrack, RemoteFile)? in
+            let selected = cachePlan.order.compactMap { id -> (track: Int, file: Int)? in
                 guard let index = mine[id] else { return nil }
                 let track = tracks[index]
                 guard cachePlan.target(id) >= level, keep(track), !finished.contains(track.path),
                       let candidate = candidates[track.path] else { return nil }
-                return (track, plan.fetch[candidate].file)
+                return (index, candidate)
             }
             guard let order = options.order else { return selected }
-            return order.sorted(selected, path: { $0.1.path }, size: { $0.1.size },
-                                modified: { $0.1.modified.timeIntervalSince1970 }, added: { $0.0.added })
+            return order.sorted(selected, path: { plan.fetch[$0.file].file.path },
+                                size: { plan.fetch[$0.file].file.size },
+                                modified: { plan.fetch[$0.file].file.modified.timeIntervalSince1970 },
+                                added: { tracks[$0.track].added })
         }
 
         // Heads, in rounds. A start set never analysed is planned at an estimate about twice its real size, so the
@@ -402,21 +405,24 @@ public struct Sync: Sendable {
             if heads.isEmpty { break }
             var room = cachePlan.budget.addingSaturating(-(try cache.heldBytes()))
             var batch: [RemoteFile] = []
-            for (track, file) in heads {
+            for head in heads {
+                let track = tracks[head.track]
                 let adds = max(0, track.startBytes - track.partialBytes)
                 guard adds <= room else { break }
                 room -= adds
-                batch.append(file)
+                batch.append(plan.fetch[head.file].file)
             }
             if batch.isEmpty {
-                let estimated = heads.filter { !$0.0.startSetKnown }
-                let later = estimated.dropFirst((estimated.count + 1) / 2).map { RemotePath(remote: remote, path: $0.0.path) }
+                let estimated = heads.filter { !tracks[$0.track].startSetKnown }
+                let later = estimated.dropFirst((estimated.count + 1) / 2)
+                    .map { RemotePath(remote: remote, path: tracks[$0.track].path) }
                 let leftOut = removing.union(later)
                 let (roundPlan, roundTracks) = try budget.plan(removing: leftOut)
                 let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: leftOut)
                 reduction.items += reduced.items
                 reduction.busy += reduced.busy
-                batch = wanted(roundPlan, roundTracks, .head) { !$0.headPresent && !tried.contains($0.path) }.map(\.1)
+                batch = wanted(roundPlan, roundTracks, .head) { !$0.headPresent && !tried.contains($0.path) }
+                    .map { plan.fetch[$0.file].file }
                 if batch.isEmpty { break }
             }
             tried.formUnion(batch.map(\.path))
@@ -436,7 +442,7 @@ public struct Sync: Sendable {
         let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
         reduction.items += reduced.items
         reduction.busy += reduced.busy
-        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }.map(\.1)
+        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }.map { plan.fetch[$0.file].file }
         try await forEach(whole, fetcher: fetcher) { job in
             try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
