@@ -492,7 +492,18 @@ struct FileFetcher: Sendable {
 /// The links one fetcher resolved, by file version (path and fingerprint); a link about to expire is not handed
 /// out. Links carry credentials: they live in memory only and are never logged.
 final class LinkCache: Sendable {
-    private let links = Mutex<[String: DownloadRequest]>([:])
+    /// The first size at which the expired links are dropped.
+    static let pruneAt = 4096
+
+    private struct State {
+        var map: [String: DownloadRequest] = [:]
+        /// The size at which the expired links are dropped next: twice what stayed at the last drop, so a map of
+        /// links that do not expire (a budget-limited pull keeps every head-only file's link) is scanned
+        /// O(log n) times, not at every store.
+        var pruneAt = LinkCache.pruneAt
+    }
+
+    private let state = Mutex(State())
 
     private func key(_ file: RemoteFile) -> String {
         let f = file.fingerprint
@@ -500,10 +511,10 @@ final class LinkCache: Sendable {
     }
 
     func link(for file: RemoteFile) -> DownloadRequest? {
-        links.withLock { map in
-            guard let link = map[key(file)] else { return nil }
+        state.withLock { s in
+            guard let link = s.map[key(file)] else { return nil }
             if (link.expiresAt ?? .distantFuture) <= Date().addingTimeInterval(30) {
-                map[key(file)] = nil
+                s.map[key(file)] = nil
                 return nil
             }
             return link
@@ -511,25 +522,24 @@ final class LinkCache: Sendable {
     }
 
     func store(_ link: DownloadRequest, for file: RemoteFile) {
-        links.withLock { map in
+        state.withLock { s in
             // A long-running serve streams many files that never complete (their links stay): past a few
             // thousand, the expired ones go.
-            if map.count >= Self.pruneAt {
+            if s.map.count >= s.pruneAt {
                 let now = Date()
-                map = map.filter { ($0.value.expiresAt ?? .distantFuture) > now }
+                s.map = s.map.filter { ($0.value.expiresAt ?? .distantFuture) > now }
+                s.pruneAt = max(Self.pruneAt, 2 * s.map.count)
             }
-            map[key(file)] = link
+            s.map[key(file)] = link
         }
     }
 
-    static let pruneAt = 4096
-
     func forget(_ file: RemoteFile) {
-        links.withLock { $0[key(file)] = nil }
+        state.withLock { $0.map[key(file)] = nil }
     }
 
     /// How many links are kept.
-    var count: Int { links.withLock { $0.count } }
+    var count: Int { state.withLock { $0.map.count } }
 }
 
 extension ProviderCapabilities {
