@@ -96,7 +96,7 @@ extension Cache {
     @discardableResult
     public func removeLegacyLockFiles() -> Int {
         let prefix = "entry-", suffix = ".lock"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("locks").path)) ?? []
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: display("locks"))) ?? []
         var removed = 0
         for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
             let fd = openat(locksFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
@@ -641,13 +641,12 @@ public final class EntryWriter: Sendable {
     public func reset() throws(CacheError) {
         try discard(0..<size)
         guard fd >= 0 else { return }
-        let display = partialDisplay
         guard sealedLayout != nil else {
             do throws(Errno) {
                 try cache.io.ftruncate(fd, 0)
                 try cache.io.ftruncate(fd, size)
             } catch {
-                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.rootPath)
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: partialDisplay, cacheRoot: cache.rootPath)
             }
             return
         }
@@ -661,9 +660,9 @@ public final class EntryWriter: Sendable {
                 try cache.io.ftruncate(fd, 0)
                 try cache.io.ftruncate(fd, fresh.layout.diskSize)
             } catch {
-                throw CacheError.system("ftruncate", errno: error.rawValue, path: display, cacheRoot: cache.rootPath)
+                throw CacheError.system("ftruncate", errno: error.rawValue, path: partialDisplay, cacheRoot: cache.rootPath)
             }
-            try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: display, cacheRoot: cache.rootPath)
+            try pwriteAll(fd: fd, header.bytes, at: 0, io: cache.io, display: partialDisplay, cacheRoot: cache.rootPath)
             s.sealer = fresh
             s.buffers = [:]
         }
@@ -679,15 +678,14 @@ public final class EntryWriter: Sendable {
             defer { reader.close() }
             return try reader.read(range)
         }
-        let display = partialDisplay
         guard sealedLayout != nil else {
-            return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.rootPath)
+            return try preadAll(fd: fd, range: range, display: partialDisplay, cacheRoot: cache.rootPath)
         }
         // Under `seal`, which ``close()`` takes to close the descriptor: a read never meets a closed (or reused)
         // descriptor. (`serve` reads an encrypted entry through its writer, not through a descriptor of its own.)
         let read = seal.withLock { s -> Result<Data, CacheError>? in
             guard !s.closed, let sealer = s.sealer else { return nil }
-            return Result { () throws(CacheError) in try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.rootPath) }
+            return Result { () throws(CacheError) in try sealer.read(fd: fd, range: range, display: partialDisplay, cacheRoot: cache.rootPath) }
         }
         guard let read else {
             let reader = try cache.openReader(remote: remote, path: path, touching: false)
