@@ -258,6 +258,7 @@ struct PromotionBatch {
             writers[r.index].markCompleted()
             outcomes[r.index] = .success(())
         }
+        for i in ready where !writers[i].isCompleted { writers[i].promotionFailed() }
         return outcomes.map { $0 ?? .success(()) }
     }
 }

@@ -118,8 +118,14 @@ public final class EntryReader: Sendable {
         do {
             return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.rootPath)
         } catch where error.code == .damaged {
-            // Never served: the block is dropped from the index, so the next pull or serve fetches it again.
+            // Never served: the block is dropped from the index, so the next pull or serve fetches it again. This
+            // reader no longer holds a complete copy: what is present is the index's to say again (the file keeps
+            // its inode and generation, so the descriptor stays good for the bytes fetched again).
             if let bad = error.damagedBytes { cache.dropDamaged(remote: remote, path: file.path, bytes: bad) }
+            state.withLock { s in
+                s.fdComplete = false
+                s.present = RangeSet()
+            }
             throw error
         }
     }

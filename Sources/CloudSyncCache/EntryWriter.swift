@@ -200,6 +200,8 @@ public final class EntryWriter: Sendable {
         var failure: CacheError?
         /// ``verify(expectedHash:verify:)`` passed and nothing was written or discarded since.
         var verified = false
+        /// A group commit is renaming the file into `tracks/` (``claimPromotion()``): nothing may be discarded.
+        var promoting = false
     }
 
     private struct Durable {
@@ -617,6 +619,17 @@ public final class EntryWriter: Sendable {
     public func discard(_ range: Range<Int64>) throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed else { return }
+            // Checked and cleared in one step with the group commit's claim: either the commit sees the
+            // verification gone and promotes nothing, or the discard is refused.
+            let refused = pending.withLock { p -> Bool in
+                if p.promoting { return true }
+                p.verified = false
+                return false
+            }
+            if refused {
+                throw CacheError(.busy, "\(remote):\(path) is being moved into tracks/; its bytes cannot be dropped now",
+                                 path: path)
+            }
             var range = range
             if let layout = sealedLayout {
                 // Whole blocks go: a block is on disk whole or not at all.
@@ -630,7 +643,6 @@ public final class EntryWriter: Sendable {
             pending.withLock { p in
                 p.ranges.remove(contentsOf: range)
                 p.committed = next
-                p.verified = false
             }
             try commit(next, startSet: d.startSet)
             d.committed = next
@@ -640,7 +652,8 @@ public final class EntryWriter: Sendable {
     /// Drops every byte (e.g. the file changed mid-download) and frees their disk blocks.
     public func reset() throws(CacheError) {
         try discard(0..<size)
-        guard fd >= 0 else { return }
+        // A complete version is never truncated: its file is the track.
+        guard fd >= 0, !isCompleted else { return }
         guard sealedLayout != nil else {
             do throws(Errno) {
                 try cache.io.ftruncate(fd, 0)
@@ -810,6 +823,15 @@ public final class EntryWriter: Sendable {
     /// one just made for this track: the folder is made again and the rename retried (a few times, then an
     /// error). If the index update fails, the file is renamed back before the error is thrown.
     func renameIntoTracks(db: Database, folders: inout [String: Int32]) throws(CacheError) -> (parent: Int32, leaf: String) {
+        let claimed = pending.withLock { p -> Bool in
+            guard p.verified else { return false }
+            p.promoting = true
+            return true
+        }
+        guard claimed else {
+            throw CacheError(.incomplete, "\(remote):\(path) lost bytes after its verification (a block that failed its "
+                + "check was dropped); they are fetched again before it is promoted.", path: path)
+        }
         let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
         guard current == generation else {
             throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
@@ -873,6 +895,11 @@ public final class EntryWriter: Sendable {
     func markCompleted() {
         durable.withLock { $0.completed = true }
         pending.withLock { $0.open = false }
+    }
+
+    /// The batch did not commit this entry (a failed sync, rename or transaction): its bytes may be dropped again.
+    func promotionFailed() {
+        pending.withLock { $0.promoting = false }
     }
 
     /// Checkpoints what is pending (failures are logged) and releases the writer lock. Idempotent.

@@ -268,6 +268,8 @@ final class FetchSession: Sendable {
         var failure: (any Error & Sendable)?
         var closed = false
         var mismatches = 0
+        /// Completions that found bytes dropped after the verification (``recordDrop()``).
+        var drops = 0
         var sequence: UInt64 = 0
     }
 
@@ -379,6 +381,11 @@ final class FetchSession: Sendable {
                     _ = try? job.restart(etag: nil)
                     continue
                 }
+                if (error as? CacheError)?.code == .incomplete, !job.writer.missingRanges().isEmpty, recordDrop() {
+                    // A block that failed its check was dropped after the file was verified (a client read it
+                    // meanwhile): fetch it again, then complete.
+                    continue
+                }
                 try? await job.writer.flush()
                 if OnDemand.isUnreachable(error) {
                     owner.markOffline(after: error, file: job.file)
@@ -404,6 +411,14 @@ final class FetchSession: Sendable {
     private func completeFile() async throws {
         try await owner.fetcher.complete(job)
         owner.logger.info("serve: \(owner.remote):\(job.file.path) is complete\(job.expectedHash.map { " (\($0.kind.rawValue) verified)" } ?? "") and in tracks/")
+    }
+
+    /// Counts a completion that found bytes dropped after the verification; true for the first few.
+    private func recordDrop() -> Bool {
+        state.withLock { s in
+            s.drops += 1
+            return s.drops <= 3
+        }
     }
 
     private func recordMismatch() -> Bool {
@@ -607,7 +622,14 @@ public final class TrackStream: Sendable {
             // Bytes dropped meanwhile (hash mismatch, changed file) must not be served.
             if session.job.writer.presentRanges().containsAll(range) { return data }
         }
-        return try reader.read(range)
+        do {
+            return try reader.read(range)
+        } catch {
+            // A damaged block was dropped from the index by the reader: stop trusting the view of it held here,
+            // so the next `want` or `available` sees the hole and fetches it again.
+            if error.code == .damaged { state.withLock { $0.indexReadAt = nil } }
+            throw error
+        }
     }
 
     /// Ends this client's interest: its read-ahead is cancelled. Idempotent.

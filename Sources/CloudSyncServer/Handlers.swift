@@ -245,13 +245,17 @@ extension TrackServer {
         first = first.lowerBound ..< min(first.upperBound, saturatingAdd(first.lowerBound, Self.sendBlock))
         let firstData: Data
         do {
-            firstData = try source.read(first)
+            firstData = try read(source, first, io: io, timeout: options.firstByteTimeout)
         } catch {
             return failure(io, head, error, context: "\(remote):\(path)")
         }
+        if firstData.isEmpty {
+            if io.peerClosed() { return Outcome(status: 499, keepAlive: false, aborted: true) }
+            return respond(io, head, status: 504, text: "the cloud did not deliver the first byte in time; try again")
+        }
         var outcome = send(io, head, ResponseHead(status: status, headers: headers), first: firstData)
         if outcome.aborted { return outcome }
-        var position = first.upperBound
+        var position = first.lowerBound + Int64(firstData.count)
         source.consumed(upTo: position)
         // A client that reads past the head (the start set's leading part: tags, cover and the first seconds)
         // is playing the track, not scanning it: the budget planner ranks played tracks first.
@@ -263,21 +267,26 @@ extension TrackServer {
         }
         notePlay()
         while position < body.upperBound {
-            let next: Range<Int64>
             do {
-                next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
+                let next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
                                         timeout: options.stallTimeout)
                 if next.isEmpty {
                     logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout) or the client left; closing the response")
                     outcome.aborted = true
                     return outcome
                 }
-                let data = try source.read(next)
+                let data = try read(source, next, io: io, timeout: options.stallTimeout)
+                if data.isEmpty {
+                    logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout) or the client left; closing the response")
+                    outcome.aborted = true
+                    return outcome
+                }
                 guard io.send(data) else {
                     outcome.aborted = true
                     return outcome
                 }
                 outcome.bytes += Int64(data.count)
+                position = next.lowerBound + Int64(data.count)
             } catch let offline as RemoteOffline {
                 logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)")
                 outcome.aborted = true
@@ -287,7 +296,6 @@ extension TrackServer {
                 outcome.aborted = true
                 return outcome
             }
-            position = next.upperBound
             source.consumed(upTo: position)
             notePlay()
         }
@@ -301,6 +309,25 @@ extension TrackServer {
         if let onDemand = sources[remote] { return try onDemand.open(path: path) }
         let reason = unavailable[remote] ?? "the remote is not in the configuration"
         return CachedOnlySource(reader: try cache.openReader(remote: remote, path: path), reason: reason)
+    }
+
+    /// Reads `range` (present per `source`), or a prefix of it. A block of an encrypted cache that fails its
+    /// check is never sent: the read drops it from the index, so it is fetched again here, on demand, and the
+    /// read retried (twice at most; a block damaged again is an error). Empty when the fetch did not deliver in
+    /// `timeout` or the client left.
+    private func read(_ source: any ByteSource, _ range: Range<Int64>, io: ConnectionIO, timeout: Duration) throws -> Data {
+        var range = range
+        var retries = 2
+        while true {
+            do {
+                return try source.read(range)
+            } catch let error as CacheError where error.code == .damaged && retries > 0 {
+                retries -= 1
+                try source.want(range)
+                range = try waitForBytes(source, io: io, from: range.lowerBound, limit: range.upperBound, timeout: timeout)
+                if range.isEmpty { return Data() }
+            }
+        }
     }
 
     /// Polls `source` until bytes at `offset` are present (0.1 ms, growing to 2 ms between polls: an in-memory

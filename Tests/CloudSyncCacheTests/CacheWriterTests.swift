@@ -193,6 +193,39 @@ import TestSupport
         writer.close()
     }
 
+    /// Bytes dropped after the verification, while the promotion waits in its batch (a damaged block found by a
+    /// reader), are never promoted: the batch sees the verification gone and fails that file alone; the index
+    /// keeps the hole, so it is fetched again.
+    @Test func bytesDroppedWhileAPromotionIsQueuedAreNotPromoted() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let sync = GatedSync()
+        let cache = try Cache.open(root: dir.url, io: sync.io)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 500))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< 500)
+        try writer.verify(expectedHash: nil) { _ in nil }
+        let promotion = Task { () async -> CacheError? in
+            do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
+        }
+        // The batch holds the file at its durability barrier; the drop lands before the rename.
+        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        try writer.discard(100 ..< 200)
+        sync.open()
+        let failure = await promotion.value
+        #expect(failure?.code == .incomplete, "\(String(describing: failure))")
+        let entry = try cache.entry(remote: "r", path: "a.mp3")
+        #expect(entry?.state != .complete, "\(String(describing: entry))")
+        #expect(writer.missingRanges().ranges.map { $0 } == [100 ..< 200])
+        #expect(!FileManager.default.fileExists(atPath: dir.url.appendingPathComponent("tracks/r/a.mp3").path))
+        // Fetched again, verified again: promoted.
+        try writer.writePattern(100 ..< 200)
+        try writer.verify(expectedHash: nil) { _ in nil }
+        try await writer.promote()
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
+        writer.close()
+    }
+
     @Test func waitingForAnEntryLockEndsWhenItIsFreeOrCancelled() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }

@@ -121,6 +121,33 @@ import TestSupport
         sealed = try Data(contentsOf: resumedEnv.cacheDir.appendingPathComponent("tracks/lib/flac-cover.flac"))
         sealed[40] ^= 0x01
         try sealed.write(to: resumedEnv.cacheDir.appendingPathComponent("tracks/lib/flac-cover.flac"))
+        // 4a. Online, the request that meets damaged blocks mends them: the first, a middle and the last block of
+        // a complete track fail their check as serve reads them, are dropped, fetched again and sent; the client
+        // gets the source's bytes (not an error), and the track is complete and clean again.
+        let mended = "aiff.aiff"
+        let mendedTrack = resumedEnv.cacheDir.appendingPathComponent("tracks/lib/\(mended)")
+        sealed = try Data(contentsOf: mendedTrack)
+        #expect(sealed.count > 4 * 65_552, "\(mended) spans several blocks")
+        for at in [32 + 100, 32 + 2 * 65_552 + 7, sealed.count - 20] { sealed[at] ^= 0x04 }
+        try sealed.write(to: mendedTrack)
+        do {
+            let (online, onlinePort) = try await resumedEnv.serve()
+            defer { online.stop() }
+            let got = try await offPool { try RawClient(port: onlinePort).get("/tracks/lib/\(mended)") }
+            #expect(got.status == 200 && got.body == sources[mended]!, "\(mended) with damaged blocks: \(got.status), \(got.body.count) bytes")
+            // Promoted by serve's session in its next group commit, a moment after the last byte.
+            var mendedState: String?
+            for _ in 0 ..< 100 {
+                mendedState = try InstantStartAcceptanceTests.listing(resumedEnv).first { $0["path"] as? String == mended }?["state"] as? String
+                if mendedState == "cached" { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(mendedState == "cached", "\(mended) is complete again: \(mendedState ?? "?")")
+            online.stop()
+        }
+        let afterMend = try resumedEnv.run(["cache", "verify"])
+        #expect(!afterMend.stdout.contains(mended), "\(mended) is clean again: \(afterMend.stdout)")
+
         fast.stop()  // offline: a damaged block must not be sent, and cannot be fetched
         let (offline, offlinePort) = try await resumedEnv.serve()
         defer { offline.stop() }
