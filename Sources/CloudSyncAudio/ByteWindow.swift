@@ -65,6 +65,28 @@ struct ByteView {
 
     var count: Int { bytes.count }
 
+    /// The first index of `byte` in `from..<to` (clamped to the buffer), or nil. Eight bytes per step: a frame
+    /// sync search over junk (a file that only has an audio name) passes its whole window.
+    func firstIndex(of byte: UInt8, from: Int, to: Int) -> Int? {
+        let end = min(to, bytes.count)
+        var i = max(0, from)
+        guard i < end else { return nil }
+        let spread = UInt64(byte) &* 0x0101_0101_0101_0101
+        return bytes.withUnsafeBytes { raw -> Int? in
+            while end - i >= 8 {
+                // A byte equal to `byte` is a zero byte of `w`; the test below finds whether `w` has one.
+                let w = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ spread
+                if (w &- 0x0101_0101_0101_0101) & ~w & 0x8080_8080_8080_8080 != 0 { break }
+                i += 8
+            }
+            while i < end {
+                if raw[i] == byte { return i }
+                i += 1
+            }
+            return nil
+        }
+    }
+
     func contains(_ offset: Int, _ length: Int) -> Bool {
         offset >= 0 && length >= 0 && offset <= bytes.count && length <= bytes.count - offset
     }

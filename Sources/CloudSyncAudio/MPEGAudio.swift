@@ -116,7 +116,7 @@ enum MPEGAudio {
         let limit = min(buffer.count, Int(searchSpan))
         search: while candidate < limit {
             // Skip to the next 0xFF: sync bytes are rare in padding and junk.
-            guard let ff = buffer.bytes[candidate..<limit].firstIndex(of: 0xFF) else { break }
+            guard let ff = buffer.firstIndex(of: 0xFF, from: candidate, to: limit) else { break }
             candidate = ff
             guard let first = frame(kind, buffer, candidate) else {
                 if candidate + 8 > buffer.count && !complete { return .need(analysis.lookahead(start)) }

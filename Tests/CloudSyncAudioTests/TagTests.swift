@@ -241,6 +241,28 @@ import TestSupport
         #expect(AIFF.extended80(ByteView(bytes), 0) == nil)
     }
 
+    /// The eight-bytes-a-step search finds what a byte-by-byte one finds: seeded buffers with the byte at
+    /// every alignment, never, or often (junk has a 0xFF every ~256 bytes), and bounds inside, at and past the ends.
+    @Test func byteSearchMatchesTheByteByByteOne() {
+        var random = SeededRandom(seed: 0x5EED_FF)
+        for round in 0 ..< 400 {
+            let count = Int(random.next() % 300)
+            var bytes = (0 ..< count).map { _ in UInt8(truncatingIfNeeded: random.next() % 255) }  // never 0xFF
+            let hits = round % 4 == 0 ? 0 : Int(random.next() % 4)
+            for _ in 0 ..< hits where count > 0 { bytes[Int(random.next() % UInt64(count))] = 0xFF }
+            let view = ByteView(bytes)
+            let from = Int(random.next() % UInt64(count + 12)) - 4
+            let to = Int(random.next() % UInt64(count + 12)) - 4
+            let lower = max(0, from), upper = min(to, count)
+            let expected = lower < upper ? bytes[lower ..< upper].firstIndex(of: 0xFF) : nil
+            #expect(view.firstIndex(of: 0xFF, from: from, to: to) == expected, "round \(round): \(from)..<\(to) of \(count)")
+            if let first = bytes.firstIndex(where: { $0 != 0xFF }) {
+                let other = bytes[first]
+                #expect(view.firstIndex(of: other, from: 0, to: count) == first, "round \(round): byte \(other)")
+            }
+        }
+    }
+
     /// The page CRC of a real Ogg file (libogg's) is what the analyzer computes.
     @Test func oggCRCMatchesARealFile() throws {
         let data = try Fixtures.fixture("vorbis.ogg").data
