@@ -434,6 +434,9 @@ public final class EntryWriter: Sendable {
     /// Bytes present on disk: committed to the index or written and pending.
     public func presentRanges() -> RangeSet<Int64> {
         pending.withLock { p in
+            // Most calls find one side empty (a file shorter than a checkpoint, or all of it checkpointed).
+            if p.committed.isEmpty { return p.ranges.set }
+            if p.ranges.isEmpty { return p.committed }
             var all = p.committed
             all.formUnion(p.ranges.set)
             return all
@@ -979,10 +982,13 @@ struct AppendingRanges {
     /// Every range inserted and not removed.
     var set: RangeSet<Int64> {
         guard let tail else { return stored }
+        if stored.isEmpty { return RangeSet(tail) }
         var all = stored
         all.insert(contentsOf: tail)
         return all
     }
+
+    var isEmpty: Bool { tail == nil && stored.isEmpty }
 
     mutating func insert(_ range: Range<Int64>) {
         if range.isEmpty { return }
