@@ -56,14 +56,15 @@ import TestSupport
 
     /// mpd's library is serve's WebDAV face over a cache holding only the first 128 KiB of each track: the scan
     /// lists every track with its duration without downloading tracks, and `mpc play` plays.
-    @Test func mpdScansAHeadOnlyLibraryAndPlays() async throws {
+    /// The same with an encrypted cache (`cache.encrypt`, #26): mpd has no other way to read it.
+    @Test(arguments: [false, true]) func mpdScansAHeadOnlyLibraryAndPlays(encrypted: Bool) async throws {
         guard which("mpd") != nil, which("mpc") != nil else {
             throw TestSupportError("mpd and mpc are not installed; scripts/install-deps.sh installs them (Debian packages mpd, mpc)")
         }
         let dir = try TemporaryDirectory(prefix: "cloudsync-mpd")
         let contents = try Self.makeLibrary(in: dir.file("library"))
         let head = 128 << 10
-        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head, extra: encrypted ? "encrypt = true" : "")
         defer { fake.stop() }
         try fake.setFaults("[]")
         try fake.reset()
