@@ -31,7 +31,7 @@ pulls() {
     base=$(mktemp -d "$where/cloudsync-enc.XXXXXX")
     webdav_config "$WORK/plain.toml" "$base/plain" "http://127.0.0.1:$NGINX_PORT/dav/"
     webdav_config "$WORK/enc.toml" "$base/enc" "http://127.0.0.1:$NGINX_PORT/dav/" "encrypt = true"
-    fs=$(stat -f -c %T "$base")
+    fs=$(fstype "$base")
     log "pull into $base ($fs)${heading:+, $heading}"
     res=$WORK/pull-$RANDOM.txt; : >"$res"
     for run in $(seq 1 "$RUNS"); do

@@ -211,6 +211,8 @@ print(f"{statistics.median(vals):.4f}" if vals else "nan")
 PY
 }
 
+# fstype DIR: the filesystem DIR is on, as mount names it (ext4, tmpfs; `stat -f` says ext2/ext3 for ext4).
+fstype() { { findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"; } | head -1; }
 machine_line() { echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg); cloudsync $("$BIN" --version 2>/dev/null | head -1)"; }
 
 # start_files_fake ROOT [ARGS...]: Tests/Fakes/files_fake.py serving ROOT under /dav/ (Basic auth demo/demo-pass,

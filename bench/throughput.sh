@@ -95,7 +95,6 @@ if [ -n "${BENCH_SETS:-}" ]; then
 fi
 DISKWORK=$(mktemp -d "${BENCH_DISK:-/var/tmp}/cloudsync-bench-disk.XXXXXX")
 trap 'rm -rf "$DISKWORK"; cleanup' EXIT
-fstype() { { findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"; } | head -1; }
 places=("$(fstype "$DISKWORK"):$DISKWORK" "$(fstype "$WORK"):$WORK/place")
 mkdir -p "$WORK/place"
 obscured=$(rclone obscure demo-pass)
