@@ -263,6 +263,9 @@ public struct Sealer: Sendable {
         let dst = UnsafeMutableRawBufferPointer(start: out, count: count)
         var scratch: UnsafeMutableRawBufferPointer?
         defer { scratch?.deallocate() }
+        // Every block of the read is checked: all that fail go in one error (a damaged header salt fails them
+        // all, and each read then drops and refetches its blocks at once instead of one at a time).
+        var failed: ClosedRange<Int64>?
         for index in blocks {
             let blockPlain = layout.plainRange(ofBlock: index)
             let from = Int(layout.diskOffset(ofBlock: index) - diskStart)
@@ -280,15 +283,17 @@ public struct Sealer: Sendable {
                 let inBlock = Int(wanted.lowerBound - blockPlain.lowerBound)
                 if opened { (out + at).copyMemory(from: whole.baseAddress! + inBlock, byteCount: wanted.count) }
             }
-            guard opened else {
-                free(out)
-                let r = blockPlain
-                var error = CacheError(.damaged, "block \(index) (bytes \(r.lowerBound)-\(r.upperBound - 1)) of \(display) failed "
-                    + "its authentication check: the file was changed or damaged on disk. Its bytes are not served; they "
-                    + "are fetched again.", path: display)
-                error.damagedBytes = r
-                throw error
-            }
+            if !opened { failed = failed.map { $0.lowerBound ... index } ?? index ... index }
+        }
+        if let failed {
+            free(out)
+            let r = layout.plainRange(ofBlock: failed.lowerBound).lowerBound ..< layout.plainRange(ofBlock: failed.upperBound).upperBound
+            let which = failed.count == 1 ? "block \(failed.lowerBound)" : "blocks \(failed.lowerBound)-\(failed.upperBound)"
+            var error = CacheError(.damaged, "\(which) (bytes \(r.lowerBound)-\(r.upperBound - 1)) of \(display) failed "
+                + "the authentication check: the file was changed or damaged on disk. Its bytes are not served; they "
+                + "are fetched again.", path: display)
+            error.damagedBytes = r
+            throw error
         }
         return Data(bytesNoCopy: out, count: count, deallocator: .free)
     }

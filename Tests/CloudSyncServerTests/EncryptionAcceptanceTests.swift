@@ -130,11 +130,20 @@ import TestSupport
         #expect(sealed.count > 4 * 65_552, "\(mended) spans several blocks")
         for at in [32 + 100, 32 + 2 * 65_552 + 7, sealed.count - 20] { sealed[at] ^= 0x04 }
         try sealed.write(to: mendedTrack)
+        // A flipped bit in a header's salt: every block fails (another key), and is mended the same way.
+        let salted = "opus.opus"
+        let saltedTrack = resumedEnv.cacheDir.appendingPathComponent("tracks/lib/\(salted)")
+        var saltedBytes = try Data(contentsOf: saltedTrack)
+        #expect(saltedBytes.count > 3 * 65_552, "\(salted) spans several blocks")
+        saltedBytes[20] ^= 0x01
+        try saltedBytes.write(to: saltedTrack)
         do {
             let (online, onlinePort) = try await resumedEnv.serve()
             defer { online.stop() }
             let got = try await offPool { try RawClient(port: onlinePort).get("/tracks/lib/\(mended)") }
             #expect(got.status == 200 && got.body == sources[mended]!, "\(mended) with damaged blocks: \(got.status), \(got.body.count) bytes")
+            let resalted = try await offPool { try RawClient(port: onlinePort).get("/tracks/lib/\(salted)") }
+            #expect(resalted.status == 200 && resalted.body == sources[salted]!, "\(salted) with a damaged salt: \(resalted.status), \(resalted.body.count) bytes")
             // Promoted by serve's session in its next group commit, a moment after the last byte.
             var mendedState: String?
             for _ in 0 ..< 100 {
