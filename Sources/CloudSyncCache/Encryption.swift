@@ -324,6 +324,14 @@ extension Cache {
             var components = row.localPath.split(separator: "/").map(String.init)
             let leaf = components.popLast() ?? ""
             if let dir = try? fs.openDirectory(components, in: tracksFD, create: false, display: display("tracks/\(row.localPath)")) {
+                // A track cut short on disk is given its full size back (a hole where bytes were lost), so the
+                // next writer resumes this generation's partial file instead of restarting it.
+                let track = openat(dir, leaf, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+                if track >= 0 {
+                    var st = stat()
+                    if fstat(track, &st) == 0, Int64(st.st_size) < row.diskSize { _ = ftruncate(track, off_t(row.diskSize)) }
+                    Glibc.close(track)
+                }
                 if renameat(dir, leaf, partialFD, Cache.partialName(id: row.id, generation: row.generation)) != 0 {
                     _ = unlinkat(dir, leaf, 0)
                 }

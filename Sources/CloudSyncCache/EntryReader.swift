@@ -112,22 +112,45 @@ public final class EntryReader: Sendable {
                 throw CacheError(.incomplete, "bytes \(range) of \(remote):\(file.path) are not downloaded yet", path: file.path)
             }
         }
-        let (fd, sealer) = try descriptor()
+        let fd: Int32, sealer: Sealer?
+        do {
+            (fd, sealer) = try descriptor()
+        } catch where error.code == .damaged && error.damagedBytes != nil {
+            throw dropped(error)
+        }
         let display = cache.display("tracks/\(localPath)")
-        guard let sealer else { return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.rootPath) }
+        guard let sealer else {
+            do {
+                return try preadAll(fd: fd, range: range, display: display, cacheRoot: cache.rootPath)
+            } catch where error.errno == EIO {
+                // The file ends before bytes the index claims: it was cut short on disk (a tool, a repair).
+                var st = stat()
+                guard fstat(fd, &st) == 0, Int64(st.st_size) < range.upperBound else { throw error }
+                let kept = max(0, Int64(st.st_size))
+                var cut = CacheError(.damaged, "\(display) has \(kept) bytes on disk where the index expects \(file.size): "
+                    + "it was cut short. The bytes after it are not served; they are fetched again.", path: display)
+                cut.damagedBytes = kept ..< file.size
+                throw dropped(cut)
+            }
+        }
         do {
             return try sealer.read(fd: fd, range: range, display: display, cacheRoot: cache.rootPath)
         } catch where error.code == .damaged {
-            // Never served: the block is dropped from the index, so the next pull or serve fetches it again. This
-            // reader no longer holds a complete copy: what is present is the index's to say again (the file keeps
-            // its inode and generation, so the descriptor stays good for the bytes fetched again).
-            if let bad = error.damagedBytes { cache.dropDamaged(remote: remote, path: file.path, bytes: bad) }
-            state.withLock { s in
-                s.fdComplete = false
-                s.present = RangeSet()
-            }
-            throw error
+            throw dropped(error)
         }
+    }
+
+    /// Bytes that failed their check (`error.damagedBytes`) are never served: they are dropped from the index, so
+    /// the next pull or serve fetches them again. This reader no longer holds a complete copy: what is present is
+    /// the index's to say again (the file keeps its inode and generation, so the descriptor stays good for the
+    /// bytes fetched again). Returns `error`.
+    private func dropped(_ error: CacheError) -> CacheError {
+        if let bad = error.damagedBytes { cache.dropDamaged(remote: remote, path: file.path, bytes: bad) }
+        state.withLock { s in
+            s.fdComplete = false
+            s.present = RangeSet()
+        }
+        return error
     }
 
     /// Waits (polling the index every 50 ms) until every byte of `range` is present; returns false on timeout.
@@ -203,8 +226,14 @@ public final class EntryReader: Sendable {
         guard opened.sealed else { return nil }
         var st = stat()
         guard fstat(fd, &st) == 0, Int64(st.st_size) == opened.diskSize else {
-            throw CacheError(.damaged, "\(display) has \(st.st_size) bytes on disk where the index expects \(opened.diskSize); "
-                + "it is not served. Run `cloudsync cache verify`.", path: display)
+            var error = CacheError(.damaged, "\(display) has \(st.st_size) bytes on disk where the index expects \(opened.diskSize); "
+                + "the blocks it lacks are not served; they are fetched again.", path: display)
+            if let layout = SealedLayout(plainSize: file.size), Int64(st.st_size) < opened.diskSize {
+                // The blocks wholly on disk are kept (their tags still check them); the rest is fetched again.
+                let whole = max(0, (Int64(st.st_size) - SealedLayout.headerSize) / (layout.blockSize + SealedLayout.tagSize))
+                error.damagedBytes = min(file.size, whole * layout.blockSize) ..< file.size
+            }
+            throw error
         }
         return try cache.sealer(reading: fd, row: opened, generation: generation, display: display)
     }

@@ -57,7 +57,7 @@ import TestSupport
     /// mpd's library is serve's WebDAV face over a cache holding only the first 128 KiB of each track: the scan
     /// lists every track with its duration without downloading tracks, and `mpc play` plays.
     /// The same with an encrypted cache (`cache.encrypt`, #26): mpd has no other way to read it.
-    @Test(arguments: [false, true]) func mpdScansAHeadOnlyLibraryAndPlays(encrypted: Bool) async throws {
+    @Test(.serialized, arguments: [false, true]) func mpdScansAHeadOnlyLibraryAndPlays(encrypted: Bool) async throws {
         guard which("mpd") != nil, which("mpc") != nil else {
             throw TestSupportError("mpd and mpc are not installed; scripts/install-deps.sh installs them (Debian packages mpd, mpc)")
         }

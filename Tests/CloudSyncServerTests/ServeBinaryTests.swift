@@ -62,6 +62,36 @@ import TestSupport
             + "seek to the middle: first byte after \(String(format: "%.0f", seekSeconds * 1000)) ms (cloud at \(Self.rate >> 10) KiB/s)")
     }
 
+    /// A complete track cut short on disk (a tool, a filesystem repair) is not an I/O error for the player: the
+    /// request that meets the end fetches the lost tail again, sends the whole track, and the track is complete
+    /// (and the right size) again. In a plaintext and in an encrypted cache.
+    @Test(arguments: [false, true]) func aTrackCutShortOnDiskIsMendedByTheRequestThatMeetsIt(encrypted: Bool) async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-cut")
+        let size = 1 << 20
+        let contents = try Self.library([("Album/cut.flac", size)], in: dir)
+        let fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL, extra: encrypted ? "encrypt = true" : "")
+        let pulled = try env.run(["pull", "--remote", "lib"])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        let track = env.cacheDir.appendingPathComponent("tracks/lib/Album/cut.flac")
+        #expect(truncate(track.path, 300_000) == 0)
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        let got = try await offPool { try RawClient(port: port).get("/tracks/lib/Album/cut.flac") }
+        #expect(got.status == 200 && got.body == contents["Album/cut.flac"]!, "\(got.status), \(got.body.count) bytes")
+        var state: String?
+        for _ in 0 ..< 100 {
+            state = try InstantStartAcceptanceTests.listing(env).first?["state"] as? String
+            if state == "cached" { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(state == "cached", "the track is complete again: \(state ?? "?")")
+        serve.stop()
+        let verify = try env.run(["cache", "verify"])
+        #expect(verify.status == 0, "\(verify.stdout)")
+    }
+
     @Test func aNewRequestPreemptsReadAheadInFlight() async throws {
         let dir = try TemporaryDirectory(prefix: "cloudsync-serve-preempt")
         let size = 16 << 20
