@@ -64,7 +64,7 @@ public struct CacheEntryInfo: Sendable, Hashable {
     public var stateName: String {
         switch state {
         case .complete: "cached"
-        case .partial, .missing where headPresent: "head"
+        case .partial where headPresent, .missing where headPresent: "head"
         case .partial: "partial"
         case .missing: "missing"
         }

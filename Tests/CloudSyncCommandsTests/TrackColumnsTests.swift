@@ -17,6 +17,18 @@ import Testing
                        added: Date(timeIntervalSince1970: added), lastPlayed: nil, outdatedTrackBytes: 0, tags: tags, duration: duration)
     }
 
+    /// The state word of `ls` for each state, with and without the start set present: a partial track whose
+    /// start set is not all there is `partial NN%`, not `head`.
+    @Test(arguments: [(CacheEntryState.complete, true, Int64(1000), "cached"), (.partial, true, 600, "head"),
+                      (.partial, false, 250, "partial 25%"), (.missing, false, 0, "missing")])
+    func stateWords(_ state: CacheEntryState, _ head: Bool, _ present: Int64, _ word: String) {
+        var entry = Self.row("A/t.mp3")
+        entry.state = state
+        entry.headPresent = head
+        entry.presentBytes = present
+        #expect(ListingOutput.stateText(entry) == word, "\(state), head \(head)")
+    }
+
     static let full = #"{"album":"Ünïcode Album ½","albumArtist":"Various Ärtists","artist":"Mötley Crüe & Björk","bitrate":128000,"channels":2,"date":"2019","discNumber":1,"discTotal":2,"durationSeconds":40.03,"genre":"Jazz","sampleRate":44100,"title":"Café — Пётр 東京 🎵","trackNumber":9,"trackTotal":12}"#
 
     struct LabelCase: Sendable, CustomTestStringConvertible {
