@@ -340,7 +340,7 @@ public final class Cache: Sendable {
 
     /// Stores (or clears, with nil) the change cursor of `remote`. Call only after a listing was fully applied.
     public func setCursor(_ cursor: String?, remote: String) throws(CacheError) {
-        try withDatabase { db throws(CacheError) in
+        _ = try withDatabase { db throws(CacheError) in
             try db.run("INSERT INTO remotes(name, cursor) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET cursor = excluded.cursor",
                        [.text(remote), cursor.map(SQLValue.text) ?? .null])
         }

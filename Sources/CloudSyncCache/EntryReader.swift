@@ -19,7 +19,7 @@ extension Cache {
 
     private func touch(_ row: IndexRow) {
         do {
-            try withDatabase { db throws(CacheError) in
+            _ = try withDatabase { db throws(CacheError) in
                 try db.run("UPDATE files SET last_access = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .int(row.id)])
             }
         } catch {

@@ -146,6 +146,11 @@ struct ConnectionIO {
         return p.revents & (rdhup | Int16(POLLHUP) | Int16(POLLERR)) != 0
     }
 
+    /// The text of a NUL-terminated C buffer (what `inet_ntop` wrote).
+    static func cText(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// `http://ADDRESS:PORT` of the local end of this connection (the address the client connected to), for
     /// URLs in playlists: never taken from the request's Host, which a rebinding page controls.
     func localBaseURL() -> String? {
@@ -162,14 +167,14 @@ struct ConnectionIO {
                 return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
                     var address = v4.pointee.sin_addr
                     guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
-                    return "http://\(String(cString: text)):\(UInt16(bigEndian: v4.pointee.sin_port))"
+                    return "http://\(Self.cText(text)):\(UInt16(bigEndian: v4.pointee.sin_port))"
                 }
             }
             if family == sa_family_t(AF_INET6) {
                 return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
                     var address = v6.pointee.sin6_addr
                     guard inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil else { return nil }
-                    return "http://[\(String(cString: text))]:\(UInt16(bigEndian: v6.pointee.sin6_port))"
+                    return "http://[\(Self.cText(text))]:\(UInt16(bigEndian: v6.pointee.sin6_port))"
                 }
             }
             return nil

@@ -36,7 +36,7 @@ enum BenchQuick {
         env["BENCH_RESULTS"] = results.path
         process.environment = env
         let errors = results.file("stderr.txt")
-        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errors)
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice

@@ -20,7 +20,7 @@ import TestSupport
             writer.close()
         }
         // Undo the commit, as a kill between rename and commit would have left it.
-        try cache.withDatabase { db throws(CacheError) in
+        _ = try cache.withDatabase { db throws(CacheError) in
             try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size, track_bytes = 0",
                        [.blob(RangeSet<Int64>(0 ..< 1000).encoded)])
         }
@@ -30,7 +30,7 @@ import TestSupport
         #expect(try cache.reconcilePromotions() == 0)
 
         // The same repair when a writer opens the entry.
-        try cache.withDatabase { db throws(CacheError) in
+        _ = try cache.withDatabase { db throws(CacheError) in
             try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size, track_bytes = 0 WHERE path = 'b.mp3'",
                        [.blob(RangeSet<Int64>(0 ..< 1000).encoded)])
         }
@@ -52,7 +52,7 @@ import TestSupport
         writer.close()
         let track = dir.url.appendingPathComponent("tracks/r/a.mp3").path
         try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000)], ofItemAtPath: track)
-        try cache.withDatabase { db throws(CacheError) in
+        _ = try cache.withDatabase { db throws(CacheError) in
             try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size", [.blob(RangeSet<Int64>(0 ..< 1000).encoded)])
         }
         #expect(try cache.reconcilePromotions() == 0)

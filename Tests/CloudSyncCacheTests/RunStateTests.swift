@@ -65,7 +65,7 @@ import TestSupport
         #expect(cache.serveHolders().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: dir.url.appendingPathComponent("locks/serve-\(getpid()).lock").path))
         // A stale file (a serve killed with -9) holds no lock and is not listed.
-        FileManager.default.createFile(atPath: dir.url.appendingPathComponent("locks/serve-1.lock").path, contents: Data("http://x/".utf8))
+        _ = FileManager.default.createFile(atPath: dir.url.appendingPathComponent("locks/serve-1.lock").path, contents: Data("http://x/".utf8))
         #expect(cache.serveHolders().isEmpty)
     }
 }

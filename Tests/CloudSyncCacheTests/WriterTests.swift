@@ -132,7 +132,7 @@ import TestSupport
         let cache = try Cache.open(root: dir.url)
         let locks = dir.url.appendingPathComponent("locks")
         for name in ["entry-1.lock", "entry-2.lock", "entry-77.lock", "pull-r.lock"] {
-            FileManager.default.createFile(atPath: locks.appendingPathComponent(name).path, contents: nil)
+            _ = FileManager.default.createFile(atPath: locks.appendingPathComponent(name).path, contents: nil)
         }
         let held = open(locks.appendingPathComponent("entry-2.lock").path, O_RDWR)
         defer { close(held) }

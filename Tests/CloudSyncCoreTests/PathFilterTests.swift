@@ -79,7 +79,7 @@ import Testing
 
     @Test func sizeAndAge() throws {
         let now = Date(timeIntervalSince1970: 2_000_000_000)
-        let filter = try PathFilter(minSize: 100, maxSize: 1000, maxAge: 86_400 * 30, minAge: 60)
+        let filter = PathFilter(minSize: 100, maxSize: 1000, maxAge: 86_400 * 30, minAge: 60)
         #expect(filter.includes("a.mp3", size: 500, modified: now.addingTimeInterval(-3600), now: now))
         #expect(!filter.includes("a.mp3", size: 50, modified: now.addingTimeInterval(-3600), now: now))
         #expect(!filter.includes("a.mp3", size: 5000, modified: now.addingTimeInterval(-3600), now: now))

@@ -112,8 +112,8 @@ final class BinaryEnv: @unchecked Sendable {
         process.arguments = arguments + ["--config", config.path]
         process.environment = environment
         let out = directory.file("out-\(UUID().uuidString.prefix(8))"), err = directory.file("err-\(UUID().uuidString.prefix(8))")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = FileHandle.nullDevice

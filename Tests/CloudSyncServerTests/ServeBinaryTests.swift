@@ -129,7 +129,7 @@ import TestSupport
         #expect(tailGet != nil, "\(log.map(\.range))")
         print("serve-seek: a tail read during read-ahead got its bytes after \(String(format: "%.0f", seconds * 1000)) ms; "
             + "read-ahead GETs cancelled for it: \(cut.count)")
-        _ = withExtendedLifetime(reader) {}
+        withExtendedLifetime(reader) {}
     }
 
     /// Head-only tracks (`pull --head-first`, the rest refused), then the cloud stops.

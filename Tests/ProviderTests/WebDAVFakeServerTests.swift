@@ -81,7 +81,7 @@ struct WebDAVFakeServerTests {
             let flac = try #require(files.first { $0.path.hasSuffix(".flac") })
             let request = try await provider.resolveDownload(for: flac)
             let sink = MemorySink()
-            let outcome = try await try CurlTransport().download(
+            let outcome = try await CurlTransport().download(
                 HTTPRequest(method: request.method, url: request.url, headers: HTTPHeaders(request.headers)),
                 range: 0...(flac.size - 1), ifRange: request.etag, into: sink)
             #expect(outcome.head.status == 206)

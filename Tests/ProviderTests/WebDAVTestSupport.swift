@@ -121,7 +121,7 @@ final class FakeWebDAVServer: Sendable {
 
     func stats() async throws -> Stats {
         let url = try #require(URL(string: url("/_stats")))
-        let response = try await try CurlTransport().send(HTTPRequest(url: url))
+        let response = try await CurlTransport().send(HTTPRequest(url: url))
         return try JSONDecoder().decode(Stats.self, from: response.body)
     }
 
