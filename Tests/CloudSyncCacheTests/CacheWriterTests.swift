@@ -43,15 +43,6 @@ import TestSupport
         func letOneThrough() { gate.signal() }
     }
 
-    /// Waits (a bounded number of short sleeps) until `condition` holds; false if it never did.
-    func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-        for _ in 0 ..< 1000 {
-            if try condition() { return true }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        return try condition()
-    }
-
     /// A cache in `dir` whose `fdatasync` is `sync`'s, checkpointing every 100 bytes, and a writer of its 1000-byte
     /// `r:a.mp3`.
     func gatedWriter(in dir: TemporaryDirectory, _ sync: GatedSync) throws -> (Cache, EntryWriter) {
@@ -71,7 +62,7 @@ import TestSupport
         let (_, writer) = try gatedWriter(in: dir, sync)
         try writer.writePattern(0 ..< 120)
         try writer.checkpointIfDue()
-        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
         // The sync of the first 120 bytes is stuck; the next 79 still fit (120 + 79 < 2 × 100).
         #expect(writer.acceptsBytes)
         try writer.writePattern(120 ..< 199)
@@ -80,7 +71,7 @@ import TestSupport
         try writer.writePattern(199 ..< 210)
         #expect(!writer.acceptsBytes, "210 bytes wait for a sync that does not end: no more until it does")
         sync.open()
-        #expect(try await eventually { writer.acceptsBytes })
+        #expect(await eventually { writer.acceptsBytes })
         try await writer.flush()
         #expect(writer.acceptsBytes)
         writer.close()
@@ -95,7 +86,7 @@ import TestSupport
         try writer.writePattern(0 ..< 300)
         // Returns while the sync it asked for is blocked: the caller (a network thread) never waits for it.
         try writer.checkpointIfDue()
-        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
         // The writer sees its own bytes; the index claims nothing until they are durable.
         #expect(writer.presentRanges().ranges.map { $0 } == [0 ..< 300])
         #expect(try reader.presentRanges().isEmpty)
@@ -149,7 +140,7 @@ import TestSupport
         for writer in writers { try writer.verify(expectedHash: nil) { _ in nil } }
         // The first promotion's sync blocks the writer queue; five more queue up behind it.
         let first = Task { try await writers[0].promote() }
-        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
         let rest = writers.dropFirst().map { writer in Task { () async -> CacheError? in
             do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
         } }
@@ -159,7 +150,7 @@ import TestSupport
         try await first.value
         // The second batch's five syncs are all issued before any returns: with the gate still closed, five are
         // blocked at once (one after the other, a second would never start).
-        #expect(try await eventually { sync.running.load(ordering: .relaxed) == 5 })
+        #expect(await eventually { sync.running.load(ordering: .relaxed) == 5 })
         sync.open()
         var failures: [CacheError?] = []
         for task in rest { failures.append(await task.value) }
@@ -209,7 +200,7 @@ import TestSupport
             do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
         }
         // The batch holds the file at its durability barrier; the drop lands before the rename.
-        #expect(try await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
         try writer.discard(100 ..< 200)
         sync.open()
         let failure = await promotion.value

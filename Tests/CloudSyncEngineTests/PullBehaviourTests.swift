@@ -10,7 +10,7 @@ import Testing
         let fixture = try Fixture(seed: 11, files: Self.files, rate: 1 << 20)
         defer { fixture.cleanup() }
         let first = try fixture.env.start(["pull", "--jobs", "1"])
-        #expect(try eventually { try fixture.server.stats()["get"] ?? 0 > 0 }, "the first pull never started fetching")
+        #expect(try eventuallyBlocking { try fixture.server.stats()["get"] ?? 0 > 0 }, "the first pull never started fetching")
         let second = try fixture.env.run(["pull"])
         #expect(second.status == 75, "stderr: \(second.stderr)")
         #expect(second.stderr.contains(fixture.env.remote) && second.stderr.contains("--wait"), "stderr: \(second.stderr)")
@@ -208,7 +208,7 @@ import Testing
         let fixture = try Fixture(seed: 19, files: Self.files, rate: 512 << 10)
         defer { fixture.cleanup() }
         let pull = try fixture.env.start(["pull", "--jobs", "2"])
-        #expect(try eventually { try fixture.server.stats()["bytes"] ?? 0 > 300_000 })
+        #expect(try eventuallyBlocking { try fixture.server.stats()["bytes"] ?? 0 > 300_000 })
         pull.signal(SIGINT)
         let r = try pull.wait(timeout: 15)
         #expect(r.status == 130, "Ctrl-C exits 130: \(r.stderr)")

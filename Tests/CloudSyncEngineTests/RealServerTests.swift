@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Full pulls from real WebDAV servers (Debian's rclone, Apache mod_dav, nginx dav-ext), through the counting
 /// proxy of files_fake.py so GETs can be counted.
@@ -34,7 +35,7 @@ import Testing
         // The script prints "PORT PID STATEDIR" and exits; its exit is not always observed by Foundation's
         // Process on Linux once it has left a server behind, so wait for the line (or an error) instead.
         var line = ""
-        let found = eventually(timeout: 30) {
+        let found = eventuallyBlocking(30) {
             line = (try? String(contentsOf: outFile, encoding: .utf8)) ?? ""
             let errors = (try? String(contentsOf: errFile, encoding: .utf8)) ?? ""
             return line.hasSuffix("\n") || !errors.isEmpty
@@ -47,7 +48,7 @@ import Testing
             // The server leads its own session (setsid): stop its whole group. Apache may ignore SIGTERM
             // here, so SIGKILL follows when the group is still there after 3 s.
             kill(-pid, SIGTERM)
-            if !eventually(timeout: 3, { kill(-pid, 0) != 0 }) { kill(-pid, SIGKILL) }
+            if !eventuallyBlocking(3, { kill(-pid, 0) != 0 }) { kill(-pid, SIGKILL) }
             if fields.count > 2 { try? FileManager.default.removeItem(atPath: fields[2]) }
         }
 

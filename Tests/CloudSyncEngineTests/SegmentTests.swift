@@ -122,7 +122,7 @@ import Testing
         let fixture = try Fixture(seed: 35, files: [("Big/long.flac", 8 << 20)], rate: 512 << 10, pull: Self.pull)
         defer { fixture.cleanup() }
         let pull = try fixture.env.start(["pull"])
-        #expect(try eventually { try fixture.server.stats()["bytes"] ?? 0 > 1 << 20 })
+        #expect(try eventuallyBlocking { try fixture.server.stats()["bytes"] ?? 0 > 1 << 20 })
         pull.signal(SIGINT)
         let r = try pull.wait(timeout: 15)
         #expect(r.status == 130, "Ctrl-C exits 130: \(r.stderr)")

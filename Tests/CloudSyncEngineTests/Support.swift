@@ -419,12 +419,3 @@ extension Fixture {
     }
 }
 
-/// Polls `condition` every 10 ms for up to `timeout` seconds; false when it never held.
-func eventually(timeout: TimeInterval = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return false
-}

@@ -86,7 +86,7 @@ import TestSupport
                 bodies.withLock { $0.append(body) }
             }
         }
-        #expect(try await eventually { bodies.withLock { $0.count } == 2 })
+        #expect(await eventually { bodies.withLock { $0.count } == 2 })
         #expect(bodies.withLock { $0.allSatisfy { $0 == data } })
         #expect(f.origin.bytes("song.mp3") == data.count, "each byte fetched once")
         // GETs grow from one block (64 KiB) to a chunk (256 KiB here) as the clients read on.
@@ -132,7 +132,7 @@ import TestSupport
         let port = f.server.port
         let first = try await offPool { try RawClient(port: port).get("/tracks/music/long.flac", headers: ["Range: bytes=0-999"]).body }
         #expect(first == data.subdata(in: 0 ..< 1000))
-        #expect(try await eventually { f.onDemand.activeSessions == 0 })
+        #expect(await eventually { f.onDemand.activeSessions == 0 })
         #expect(f.origin.bytes("long.flac") <= 3 * (256 << 10), "fetched \(f.origin.bytes("long.flac")) bytes")
         // The session leaves the map first, then closes its writer, whose last checkpoint commits the bytes.
         #expect(try await eventually { try f.cache.entry(remote: "music", path: "long.flac")?.state == .partial })
@@ -154,7 +154,7 @@ import TestSupport
         #expect(response.withLock { $0 } == nil, "nothing can be answered before the writer checkpoints")
         try data.withUnsafeBytes { try writer.write($0, at: 0) }
         try writer.checkpoint()
-        #expect(try await eventually { response.withLock { $0 } != nil })
+        #expect(await eventually { response.withLock { $0 } != nil })
         #expect(response.withLock { $0?.body } == data.subdata(in: 1000 ..< 2000))
         #expect(f.origin.gets("held.mp3") == 0, "serve did not fetch what the other writer was fetching")
         writer.close()
@@ -232,7 +232,7 @@ import TestSupport
             clients.removeAll()
         }
         #expect(c.all.isEmpty, "\(c.all)")
-        #expect(try await eventually { f.server.openConnections == 0 })
+        #expect(await eventually { f.server.openConnections == 0 })
 
         let small = try Fixture(files: ["x.mp3": data], options: ServerOptions(port: 0, maxConnections: 2))
         let smallPort = small.server.port
@@ -264,7 +264,7 @@ import TestSupport
             c.expect(answer.hasPrefix("HTTP/1.1 408"))
         }
         #expect(c.all.isEmpty, "\(c.all)")
-        #expect(try await eventually { f.server.openConnections == 0 })
+        #expect(await eventually { f.server.openConnections == 0 })
         let port = f.server.port
         let r = try await offPool { try RawClient(port: port).get("/tracks/music/big.wav", headers: ["Range: bytes=-10"]) }
         #expect(r.body == data.subdata(in: data.count - 10 ..< data.count))

@@ -279,15 +279,6 @@ final class RawClient: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` every 20 ms for at most `seconds`.
-func eventually(_ seconds: Double = 10, _ condition: () throws -> Bool) async rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try condition()
-}
 
 /// Failed checks collected off the test's task (a plain thread has no test context); the test then expects
 /// the list to be empty.

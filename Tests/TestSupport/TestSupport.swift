@@ -193,3 +193,25 @@ public final class FaultServer: Sendable {
 
     public func stop() { child.stop() }
 }
+
+/// Polls `condition` every 20 ms for at most `seconds`; the check after the deadline decides. For async tests:
+/// it sleeps without holding a thread.
+public func eventually(_ seconds: Double = 10, _ condition: () throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try condition()
+}
+
+/// ``eventually(_:_:)`` for synchronous code (a `defer`, a test that is not async): blocks the calling thread
+/// between checks (10 ms).
+public func eventuallyBlocking(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    return try condition()
+}
