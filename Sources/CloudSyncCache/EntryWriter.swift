@@ -200,7 +200,8 @@ public final class EntryWriter: Sendable {
         var failure: CacheError?
         /// ``verify(expectedHash:verify:)`` passed and nothing was written or discarded since.
         var verified = false
-        /// A group commit is renaming the file into `tracks/` (``claimPromotion()``): nothing may be discarded.
+        /// A group commit claimed the file (``renameIntoTracks(db:folders:)``) to rename it into `tracks/`: nothing
+        /// may be discarded until it is complete or the batch gives it back (``promotionFailed()``).
         var promoting = false
     }
 

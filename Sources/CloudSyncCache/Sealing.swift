@@ -263,8 +263,9 @@ public struct Sealer: Sendable {
         let dst = UnsafeMutableRawBufferPointer(start: out, count: count)
         var scratch: UnsafeMutableRawBufferPointer?
         defer { scratch?.deallocate() }
-        // Every block of the read is checked: all that fail go in one error (a damaged header salt fails them
-        // all, and each read then drops and refetches its blocks at once instead of one at a time).
+        // Every block of the read is checked: one error spans the first failing block to the last (a damaged
+        // header salt fails them all, and each read then drops and refetches its blocks at once instead of one
+        // at a time; a good block between two bad ones is fetched again too).
         var failed: ClosedRange<Int64>?
         for index in blocks {
             let blockPlain = layout.plainRange(ofBlock: index)
