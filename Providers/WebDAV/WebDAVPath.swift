@@ -13,15 +13,16 @@ enum WebDAVPath {
     /// (`/`, NUL, `.` or `..` spelled with escapes).
     static func decodeSegments(ofEncodedPath path: Substring) -> [String]? {
         var result: [String] = []
-        for raw in path.split(separator: "/", omittingEmptySubsequences: true) {
-            if raw == "." { continue }
-            if raw == ".." {
+        for raw in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            if raw.elementsEqual(".".utf8) { continue }
+            if raw.elementsEqual("..".utf8) {
                 if result.isEmpty { return nil }
                 result.removeLast()
                 continue
             }
-            guard let decoded = PercentEncoding.decode(raw), !decoded.isEmpty, decoded != ".", decoded != "..",
-                  !decoded.contains("/"), !decoded.contains("\0") else { return nil }
+            // Byte comparisons: `String.contains(_: String)` goes through Foundation's string search.
+            guard let decoded = PercentEncoding.decode(Substring(raw)), !decoded.isEmpty, decoded != ".", decoded != "..",
+                  !decoded.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == 0 }) else { return nil }
             result.append(decoded)
         }
         return result
@@ -33,7 +34,7 @@ enum WebDAVPath {
     /// relative reference. Query and fragment are cut. Nil when it cannot be decoded.
     static func resolve(href: String, requestPath: String) -> [String]? {
         var ref = Substring(ASCII.trimmed(href))
-        if let cut = ref.firstIndex(where: { $0 == "?" || $0 == "#" }) { ref = ref[..<cut] }
+        if let cut = ref.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { ref = ref[..<cut] }
         if let colon = ref.utf8.firstIndex(of: UInt8(ascii: ":")), ref.utf8[colon...].starts(with: "://".utf8),
            ref.startIndex < colon, ref[..<colon].allSatisfy({ $0.isLetter || $0 == "+" || $0 == "-" || $0 == "." }) {
             let afterScheme = ref[ref.utf8.index(colon, offsetBy: 3)...]

@@ -98,9 +98,11 @@ public final class WebDAVProvider: Provider {
         var segments: [String]
 
         /// URL of the folder or file at `relative` (decoded segments under the root), each segment encoded.
-        func url(for relative: [String], isFolder: Bool) -> URL? {
-            let tail = relative.map { PercentEncoding.encode($0) }.joined(separator: "/")
-            return URL(string: urlPrefix + tail + (isFolder && !relative.isEmpty ? "/" : ""))
+        func url(for relative: [String], isFolder: Bool) -> URL? { URL(string: urlString(for: relative, isFolder: isFolder)) }
+
+        /// ``url(for:isFolder:)``'s text, without parsing it (a listing names every file's URL).
+        func urlString(for relative: [String], isFolder: Bool) -> String {
+            urlPrefix + relative.map { PercentEncoding.encode($0) }.joined(separator: "/") + (isFolder && !relative.isEmpty ? "/" : "")
         }
     }
 
@@ -238,7 +240,7 @@ public final class WebDAVProvider: Provider {
         let hashes = WebDAVAPI.hashes(fromChecksums: entry.checksums)
         return .file(RemoteFile(path: path, size: size, modified: modified, revision: entry.etag ?? "",
                                 hashes: hashes, mimeType: mime,
-                                downloadHint: base.url(for: relative, isFolder: false)?.absoluteString))
+                                downloadHint: base.urlString(for: relative, isFolder: false)))
     }
 
     // MARK: Downloads

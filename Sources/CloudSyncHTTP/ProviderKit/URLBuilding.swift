@@ -49,7 +49,10 @@ public enum PercentEncoding {
     }
 
     /// `text` with every `%XX` replaced by its byte, or nil when an escape is malformed or the result is not UTF-8.
-    public static func decode(_ text: some StringProtocol) -> String? {
+    public static func decode(_ text: some StringProtocol) -> String? { decode(Substring(text)) }
+
+    /// ``decode(_:)`` without generics (a WebDAV listing decodes every href's segments).
+    public static func decode(_ text: Substring) -> String? {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
         var out: [UInt8] = []
         out.reserveCapacity(text.utf8.count)
