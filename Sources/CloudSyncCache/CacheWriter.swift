@@ -232,12 +232,16 @@ struct PromotionBatch {
         var folders: [String: Int32] = [:]
         defer { for fd in folders.values { Glibc.close(fd) } }
         var renamed: [(index: Int, parent: Int32, leaf: String)] = []
+        // Each file's start set and validator go in its update (taken before the index is locked).
+        var unsaved: [Int: EntryWriter.UnsavedColumns] = [:]
+        for i in synced { unsaved[i] = writers[i].unsavedColumns() }
         do throws(CacheError) {
             try cache.withDatabase { db throws(CacheError) in
                 try db.withTransaction { () throws(CacheError) in
                     for i in synced {
                         do throws(CacheError) {
-                            let (parent, leaf) = try writers[i].renameIntoTracks(db: db, folders: &folders)
+                            let (parent, leaf) = try writers[i].renameIntoTracks(db: db, folders: &folders,
+                                                                                 unsaved: unsaved[i] ?? EntryWriter.UnsavedColumns())
                             renamed.append((i, parent, leaf))
                         } catch {
                             outcomes[i] = .failure(error)
@@ -255,7 +259,7 @@ struct PromotionBatch {
             if fsync(fd) != 0 { cache.logger.warning("fsync of the folder tracks/\(folder) failed") }
         }
         for r in renamed {
-            writers[r.index].markCompleted()
+            writers[r.index].markCompleted(saved: unsaved[r.index] ?? EntryWriter.UnsavedColumns())
             outcomes[r.index] = .success(())
         }
         for i in ready where !writers[i].isCompleted { writers[i].promotionFailed() }

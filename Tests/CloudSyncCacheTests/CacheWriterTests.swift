@@ -217,6 +217,55 @@ import TestSupport
         writer.close()
     }
 
+    /// A writer's validator and start set are not a transaction of their own each: they reach the index with
+    /// the first commit of the bytes they vouch for (a checkpoint), with the promotion of a file that completed
+    /// without one, or when the writer closes; a complete entry records them at once. Never later than its bytes.
+    @Test func validatorAndStartSetReachTheIndexWithTheBytesTheyVouchFor() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)))
+        try cache.upsert(remote: "r", files: [remoteFile("a.mp3"), remoteFile("b.mp3"), remoteFile("c.mp3")])
+        let startSet = RangeSet<Int64>(0 ..< 300)
+
+        // a: set, then bytes: the checkpoint that claims them writes both.
+        let a = try cache.openWriter(remote: "r", path: "a.mp3")
+        try a.setValidator("\"v1\"")
+        try a.setStartSet(startSet, tags: #"{"title":"A"}"#, duration: 42)
+        #expect(try cache.row(remote: "r", path: "a.mp3")?.validator == nil, "written on its own")
+        try a.writePattern(0 ..< 300)
+        try a.checkpoint()
+        var row = try #require(try cache.row(remote: "r", path: "a.mp3"))
+        #expect(row.validator == "\"v1\"" && row.startSet == startSet && row.tags == #"{"title":"A"}"# && row.duration == 42)
+        #expect(row.head && row.ranges == RangeSet(0 ..< 300))
+        a.close()
+
+        // b: the whole file arrives before any checkpoint: its promotion writes them with the track.
+        let b = try cache.openWriter(remote: "r", path: "b.mp3")
+        try b.setValidator("\"v2\"")
+        try b.setStartSet(startSet, tags: nil, duration: 7)
+        try b.writePattern(0 ..< 1000)
+        try await b.complete(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
+        row = try #require(try cache.row(remote: "r", path: "b.mp3"))
+        #expect(row.validator == "\"v2\"" && row.startSet == startSet && row.duration == 7 && row.head)
+        #expect(try cache.entry(remote: "r", path: "b.mp3")?.state == .complete)
+        // Complete: a later start set is written at once.
+        try b.setStartSet(RangeSet(0 ..< 10), tags: nil, duration: 8)
+        #expect(try cache.row(remote: "r", path: "b.mp3")?.duration == 8)
+        b.close()
+
+        // c: no bytes at all: closing writes them.
+        let c = try cache.openWriter(remote: "r", path: "c.mp3")
+        try c.setValidator("\"v3\"")
+        try c.setStartSet(startSet, tags: nil, duration: 1)
+        c.close()
+        row = try #require(try cache.row(remote: "r", path: "c.mp3"))
+        #expect(row.validator == "\"v3\"" && row.startSet == startSet && !row.head)
+        // The next writer of the entry starts from them.
+        let again = try cache.openWriter(remote: "r", path: "c.mp3")
+        #expect(again.validator == "\"v3\"" && again.startSet == startSet)
+        again.close()
+    }
+
     @Test func waitingForAnEntryLockEndsWhenItIsFreeOrCancelled() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
