@@ -7,6 +7,8 @@
 # 1 x 1 GiB (--quick: 20 x 1 MiB, 100 x 20 KiB, 1 x 32 MiB). Servers: nginx (plain HTTP for curl, WebDAV dav-ext for
 # cloudsync) and rclone serve webdav (for cloudsync and rclone copy :webdav:). Each tool runs RUNS times (default
 # 5, --quick 1), interleaved; the first run of every tool is checked byte for byte. `uptime` is logged per run.
+# Each run also times the destination's own write of as many bytes (dd conv=fdatasync, no network): on a disk
+# slower than the link that is the floor of every tool, and it bounds the ratio against rclone copy + sync -f.
 # --segments instead compares one big file (1 GiB; --quick: 64 MiB) over one connection and over several:
 # cloudsync with pull.segments = 1 and 4, curl, aria2c -x1 and -x4 -s4, rclone copy --multi-thread-streams 1
 # and 4, first on plain nginx, then on nginx with limit_rate BENCH_LIMIT_RATE (default 50m) per connection.
@@ -125,7 +127,7 @@ with open(cfg, "w") as c:
             rel = os.path.relpath(os.path.join(d, n), lib)
             c.write(f'url = "http://127.0.0.1:{port}/lib/{quote(rel)}"\noutput = "{dst}/{rel}"\n')
 PY
-            for tool in cloudsync@rclone-dav rclone-copy@rclone-dav cloudsync@nginx-dav curl@nginx-http; do
+            for tool in cloudsync@rclone-dav rclone-copy@rclone-dav cloudsync@nginx-dav curl@nginx-http dd-floor; do
                 rm -rf "$dir/dst" "$dir/cache"; mkdir -p "$dir/dst"; sync -f "$dir"
                 echo "$tool/$fs $(cut -d' ' -f1 /proc/loadavg)" >>"$loads"
                 case $tool in
@@ -136,8 +138,11 @@ PY
                     got=$dir/dst ;;
                 curl@nginx-http) measure "$res" "$tool/$fs" bash -c 'curl --parallel --parallel-max 4 --fail -s --create-dirs -K "$2" && sync -f "$1"' \
                         _ "$dir/dst" "$WORK/curl.cfg"; got=$dir/dst ;;
+                # The destination's own speed for the same bytes: one file written and fdatasynced, no network.
+                dd-floor) measure "$res" "$tool/$fs" dd if=/dev/zero of="$dir/dst/floor" bs=1M count=$(( (count * size + (1 << 20) - 1) >> 20 )) \
+                        conv=fdatasync status=none; got= ;;
                 esac
-                [ "$run" = 1 ] && check_tree "$got" "$expect" "$tool/$fs on $name"
+                [ "$run" = 1 ] && [ -n "$got" ] && check_tree "$got" "$expect" "$tool/$fs on $name"
             done
             rm -rf "$dir/dst" "$dir/cache"
         done
@@ -166,6 +171,11 @@ for fs in sys.argv[4:]:
          div(g("cloudsync@nginx-dav"), g("curl@nginx-http")))
     c = div(cpu.get(f"cloudsync@nginx-dav/{fs}", 0), cpu.get(f"curl@nginx-http/{fs}", 0))
     line(f"{fs}: CPU cloudsync@nginx-dav / curl", 1.0, c)
+    floor = g("dd-floor")
+    print(f"- {fs}: the destination's own write of the same bytes (dd conv=fdatasync, no network): {floor:.2f} s; "
+          f"cloudsync@rclone-dav / dd = {div(g('cloudsync@rclone-dav'), floor):.2f}, "
+          f"dd / rclone copy + sync -f = {div(floor, g('rclone-copy@rclone-dav')):.2f} (where the disk, not the link, "
+          f"sets the pace, no tool's ratio against rclone goes below this)")
 m = max(v for k, v in rss.items() if k.startswith("cloudsync"))
 line("cloudsync peak RSS MiB", 40, m)
 PY
