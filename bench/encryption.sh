@@ -7,7 +7,8 @@
 # of each is checked byte for byte (through serve for the encrypted cache: its files are ciphertext). Then the
 # same pulls (disk only) from nginx with `limit_rate BENCH_LIMIT_RATE` per connection (default 32m: with pull's
 # 4 connections about 1 Gbit/s, a fast real link), where the network rather than this 2-core machine's CPU sets
-# the pace. Prints the ratios encrypted / plaintext; asserts no timing.
+# the pace. Prints the ratios encrypted / plaintext, and the cipher's own speed on one core (openssl speed) with
+# the serve ratio it allows one thread; asserts no timing.
 #   usage: bench/encryption.sh [--quick]
 #   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_LIMIT_RATE
 source "$(dirname "$0")/lib.sh"
@@ -45,6 +46,12 @@ pulls() {
       p=$(median_of "$res" pull-plain 1); e=$(median_of "$res" pull-enc 1)
       echo "Throughput encrypted / plaintext$label: $(python3 -c "print(f'{$p/$e:.2f}')") (wall $e s vs $p s; goal >= 0.9)."; echo; } >>"$out"
 }
+
+# The cipher's own cost on this CPU, one core, hot 64 KiB blocks (0 when the openssl program is missing): with
+# serve's plaintext CPU per GiB it bounds the encrypted/plaintext serve ratio of one thread.
+cipher=$(openssl speed -evp chacha20-poly1305 -bytes 65536 -seconds 2 2>/dev/null \
+    | awk '/^ChaCha20-Poly1305/ {v=$NF; sub(/k$/, "", v); print v * 1000}' || true)
+cipher=${cipher:-0}
 
 for where in "$disk" "$SHM"; do
     pulls "$where" "" ""
@@ -88,10 +95,10 @@ PY
     done
     stop_pid "$pid_plain"; stop_pid "$pid_enc"
     { echo "serve on $fs: time to first byte of a cached track, median of 50: plaintext $(python3 -c "print(f'{$ttfb_plain*1000:.2f}')") ms, encrypted $(python3 -c "print(f'{$ttfb_enc*1000:.2f}')") ms (goal <= 2 ms)."
-      python3 - "$reads" "$count" "$size" "$fs" <<'PY'
+      python3 - "$reads" "$count" "$size" "$fs" "$cipher" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-count, size, fs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+count, size, fs, cipher = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 gib = count * size / 2**30
 def med(mode, field): return statistics.median(float(r[field]) for r in rows if r[0] == mode)
 p, e = med("plain", 1), med("enc", 1)
@@ -99,6 +106,11 @@ print(f"serve on {fs}: every track read through it ({count} files, one curl over
       f"median of {len(rows) // 2}): plaintext {p:.3f} s ({count * size / p / 1e6:.0f} MB/s, serve CPU {med('plain', 2) / gib:.2f} s/GiB), "
       f"encrypted {e:.3f} s ({count * size / e / 1e6:.0f} MB/s, serve CPU {med('enc', 2) / gib:.2f} s/GiB), "
       f"throughput encrypted / plaintext {p / e:.2f} (goal >= 0.8).")
+if cipher > 0:
+    c, plain_cpu = 2**30 / cipher, med("plain", 2) / gib
+    print(f"The cipher alone (`openssl speed -evp chacha20-poly1305 -bytes 65536`, one core): {cipher / 1e9:.2f} GB/s, "
+          f"{c:.2f} s/GiB; with plaintext serve's {plain_cpu:.2f} s/GiB, one thread that reads, opens and sends "
+          f"reaches at most {plain_cpu / (plain_cpu + c):.2f} of plaintext where serve's thread is the bottleneck.")
 PY
       echo; } >>"$out"
     rm -rf "$base"
