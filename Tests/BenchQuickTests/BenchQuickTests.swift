@@ -110,7 +110,7 @@ struct BenchQuickScaleTests {
         let (status, table, stderr) = try BenchQuick.runQuick("throughput")
         #expect(status == 0, "bench/throughput.sh --quick failed:\n\(stderr)")
         // One row per tool and destination: the disk (BENCH_DISK) and tmpfs.
-        for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "curl@nginx-http"] {
+        for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "curl@nginx-http", "dd-floor"] {
             #expect(table.contains("| \(tool)/tmpfs |"), "no tmpfs row for \(tool) in:\n\(table)")
             #expect(table.components(separatedBy: "| \(tool)/").count - 1 == 2 * 3, "not two rows per library for \(tool) in:\n\(table)")
         }
