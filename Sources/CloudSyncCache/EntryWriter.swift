@@ -200,7 +200,7 @@ public final class EntryWriter: Sendable {
         var failure: CacheError?
         /// ``verify(expectedHash:verify:)`` passed and nothing was written or discarded since.
         var verified = false
-        /// A group commit claimed the file (``renameIntoTracks(db:folders:)``) to rename it into `tracks/`: nothing
+        /// A group commit claimed the file (``renameIntoTracks(db:folders:unsaved:)``) to rename it into `tracks/`: nothing
         /// may be discarded until it is complete or the batch gives it back (``promotionFailed()``).
         var promoting = false
     }
@@ -638,9 +638,7 @@ public final class EntryWriter: Sendable {
             }
             var next = d.committed
             next.formUnion(snapshot)
-            try commit(next, startSet: d.startSet, with: Self.columns(d))
-            d.unsaved = d.unsaved.cleared()
-            d.committed = next
+            try commit(next, into: &d)
             pending.withLock { p in
                 p.committed = next
                 p.ranges.subtract(snapshot)
@@ -677,9 +675,7 @@ public final class EntryWriter: Sendable {
                 p.ranges.remove(contentsOf: range)
                 p.committed = next
             }
-            try commit(next, startSet: d.startSet, with: Self.columns(d))
-            d.unsaved = d.unsaved.cleared()
-            d.committed = next
+            try commit(next, into: &d)
         }
     }
 
@@ -862,10 +858,7 @@ public final class EntryWriter: Sendable {
                 + "check was dropped); they are fetched again before it is promoted.", path: path)
         }
         let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
-        guard current == generation else {
-            throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it "
-                + "downloaded; pull again to fetch the new version.", path: path)
-        }
+        guard current == generation else { throw changedError }
         var components = localPath.split(separator: "/").map(String.init)
         guard let leaf = components.popLast() else {
             throw CacheError(.corrupt, "empty local path for \(remote):\(path)", path: path)
@@ -911,7 +904,7 @@ public final class EntryWriter: Sendable {
         }
     }
 
-    /// Undoes ``renameIntoTracks(db:folders:)`` after its transaction failed: `tracks/` never holds a file the
+    /// Undoes ``renameIntoTracks(db:folders:unsaved:)`` after its transaction failed: `tracks/` never holds a file the
     /// index does not know.
     func renameBack(from parent: Int32, leaf: String) {
         if renameat(parent, leaf, cache.partialFD, partialName) != 0 {
@@ -960,8 +953,7 @@ public final class EntryWriter: Sendable {
         lock.withLock { $0 = nil }
     }
 
-    /// Commits `ranges` as present (call with `durable` held, or from init), with the `unsaved` columns.
-    /// `startSet` decides `head`.
+    /// The `SET` assignments and values of `d`'s unsaved columns.
     private static func columns(_ d: Durable) -> UnsavedColumns {
         var out = UnsavedColumns(version: d.unsaved.version)
         if d.unsaved.validator {
@@ -985,32 +977,41 @@ public final class EntryWriter: Sendable {
     /// commit nothing more. Throws `.changed` if the remote file changed.
     private func saveUnsaved(_ d: inout Durable) throws(CacheError) {
         guard !d.unsaved.isEmpty else { return }
-        let columns = Self.columns(d)
         let head = d.completed || (d.startSet.map { d.committed.isSuperset(of: $0) } ?? false)
-        let changed = try cache.withDatabase { db throws(CacheError) in
-            try db.run("UPDATE files SET head = ?\(columns.assignments) WHERE id = ? AND generation = ?",
-                       [.int(head ? 1 : 0)] + columns.values + [.int(id), .int(generation)])
-        }
-        guard changed == 1 else {
-            throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it downloaded; "
-                + "pull again to fetch the new version.", path: path)
-        }
+        try update("head = ?", [.int(head ? 1 : 0)], with: Self.columns(d))
         d.unsaved = d.unsaved.cleared()
     }
 
+    /// Commits `ranges` as present with `d`'s unsaved columns (call with `durable` held); `d.startSet` decides
+    /// `head`.
+    private func commit(_ ranges: RangeSet<Int64>, into d: inout Durable) throws(CacheError) {
+        try commit(ranges, startSet: d.startSet, with: Self.columns(d))
+        d.unsaved = d.unsaved.cleared()
+        d.committed = ranges
+    }
+
+    /// Commits `ranges` as present (from init, or through ``commit(_:into:)``). `startSet` decides `head`.
     private func commit(_ ranges: RangeSet<Int64>, startSet: RangeSet<Int64>? = nil,
                         with unsaved: UnsavedColumns = UnsavedColumns()) throws(CacheError) {
         let head = startSet.map { ranges.isSuperset(of: $0) } ?? false
+        try update("ranges = ?, present_bytes = ?, state = ?, head = ?",
+                   [.blob(ranges.encoded), .int(ranges.byteCount), .int(ranges.isEmpty ? 0 : 1), .int(head ? 1 : 0)],
+                   with: unsaved)
+    }
+
+    /// `UPDATE files SET <set>` plus the `unsaved` columns for this writer's version of the entry; throws
+    /// ``changedError`` when the entry moved on (the remote file changed or was removed).
+    private func update(_ set: String, _ values: [SQLValue], with unsaved: UnsavedColumns) throws(CacheError) {
         let changed = try cache.withDatabase { db throws(CacheError) in
-            try db.run("UPDATE files SET ranges = ?, present_bytes = ?, state = ?, head = ?\(unsaved.assignments) "
-                       + "WHERE id = ? AND generation = ?",
-                       [.blob(ranges.encoded), .int(ranges.byteCount), .int(ranges.isEmpty ? 0 : 1), .int(head ? 1 : 0)]
-                       + unsaved.values + [.int(id), .int(generation)])
+            try db.run("UPDATE files SET \(set)\(unsaved.assignments) WHERE id = ? AND generation = ?",
+                       values + unsaved.values + [.int(id), .int(generation)])
         }
-        guard changed == 1 else {
-            throw CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it downloaded; "
-                + "pull again to fetch the new version.", path: path)
-        }
+        guard changed == 1 else { throw changedError }
+    }
+
+    private var changedError: CacheError {
+        CacheError(.changed, "\(remote):\(path) changed on the remote (or was removed) while it downloaded; "
+            + "pull again to fetch the new version.", path: path)
     }
 }
 
