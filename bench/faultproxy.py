@@ -9,6 +9,7 @@ into GET answers of files. Prints its port on the first stdout line; stops when 
   --cut-after BYTES --count N                the first N GETs send BYTES of the body, then close the connection
   --ignore-range                             drop Range/If-Range before forwarding (server answers 200 full)
   --rate BYTES_PER_S                         stream every body at this rate (a slow server)
+  --latency SECONDS                          answer every request SECONDS late (a distant cloud's round trip)
   --mutate DIR --count N                     after N GETs, rewrite every served file under DIR with new bytes
                                              (same size, new mtime, so the server's ETag changes mid-download)
 GET /_faults (no forwarding) answers JSON counters: {"gets": n, "faults": n}.
@@ -34,6 +35,7 @@ class Proxy(BaseHTTPRequestHandler):
             body = json.dumps(STATE).encode()
             self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
             self.wfile.write(body); return
+        if o.latency: time.sleep(o.latency)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
@@ -96,7 +98,7 @@ def main():
     p.add_argument("--status", type=int); p.add_argument("--count", type=int, default=1)
     p.add_argument("--retry-after"); p.add_argument("--cut-after", type=int)
     p.add_argument("--ignore-range", action="store_true"); p.add_argument("--rate", type=float)
-    p.add_argument("--mutate")
+    p.add_argument("--mutate"); p.add_argument("--latency", type=float)
     Proxy.opts = p.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     server.daemon_threads = True

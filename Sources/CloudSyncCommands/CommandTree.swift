@@ -58,7 +58,7 @@ enum CommandTree {
         options: remoteSelection + [
             .flag("dry-run", "Show what would be fetched and removed; change nothing (a cloud that cannot be reached is retried once)."),
             .value("jobs", "N", "Files downloaded at once (default: pull.jobs, 4)."),
-            .value("segments", "N", "Concurrent ranged requests per file of pull.segment_threshold (64MiB) or more; 1 = one connection per file (default: pull.segments, 4)."),
+            .value("segments", "N", "Concurrent ranged requests per file of pull.segment_threshold (64MiB) or more, and for the parts of a start set (first bytes and tail at once); 1 = one request at a time per file (default: pull.segments, 4)."),
             .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
             .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: "

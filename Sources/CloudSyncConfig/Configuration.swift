@@ -38,7 +38,7 @@ public struct PullSettings: Sendable, Hashable {
     public var jobs: Int
     /// Bytes per ranged GET (default 8 MiB).
     public var chunkSize: Int64
-    /// Concurrent ranged GETs per big file, 1...16 (default 4; 1 = one connection per file).
+    /// Concurrent ranged GETs per big file and per start set, 1...16 (default 4; 1 = one connection per file).
     public var segments: Int
     /// Files of at least this many bytes are fetched in `segments` streams (default 64 MiB).
     public var segmentThreshold: Int64

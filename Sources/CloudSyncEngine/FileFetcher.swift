@@ -252,6 +252,51 @@ struct FileFetcher: Sendable {
         flushProgress(job)
     }
 
+    /// Fetches every missing byte of `ranges` without making it durable (the caller flushes a head it keeps;
+    /// promotion syncs a whole track). Several missing ranges (a head and a tail, a cover's end and a `moov`)
+    /// are asked for at once, so they cost one request's latency instead of one each: the first over a lone
+    /// stream, up to `segments - 1` others beside it over streams that end before any body byte when the server
+    /// answers with the whole file, which the lone stream then reads on from its offset. Whatever is still
+    /// missing after that is fetched range after range over one stream.
+    func fetch(_ job: FileJob, ranges: RangeSet<Int64>) async throws {
+        func missing() -> RangeSet<Int64> {
+            var missing = RangeSet(ranges.ranges.map(job.writer.aligned))
+            missing.subtract(job.writer.presentRanges())
+            return missing
+        }
+        let parts = missing().ranges
+        if parts.count > 1, segments > 1, provider.capabilities.supportsRanges {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for part in parts.dropFirst().prefix(segments - 1) {
+                    group.addTask { try await fetchBeside(job, within: part) }
+                }
+                try await fetch(job, within: parts[0], checkpointAtEnd: false)
+                try await group.waitForAll()
+            }
+        }
+        for range in missing().ranges { try await fetch(job, within: range, checkpointAtEnd: false) }
+    }
+
+    /// One stream beside another of the same file: fetches `bounds` chunk by chunk (each retried through the
+    /// pacer, resuming after the bytes that arrived) until it is present, the file restarts, or the server
+    /// ignores Range.
+    private func fetchBeside(_ job: FileJob, within bounds: Range<Int64>) async throws {
+        do {
+            while true {
+                try Task.checkCancellation()
+                let honoured = try await pacer.run("GET \(job.file.path)") { () -> Bool in
+                    let generation = job.generation
+                    guard let chunk = nextChunk(job, within: bounds) else { return false }
+                    return try await fetchChunk(job, chunk, generation: generation, segment: true)
+                }
+                guard honoured else { return }
+                try job.writer.checkpointIfDue()
+            }
+        } catch is SegmentStopped {
+            // The file restarted under this stream: the sequential pass after it fetches what is missing.
+        }
+    }
+
     /// Verifies the hash of a fully present file and promotes it into tracks/ (in the cache's next group commit).
     func complete(_ job: FileJob) async throws {
         try verify(job)
@@ -327,8 +372,9 @@ struct FileFetcher: Sendable {
     /// Fetches `chunk` for `generation` (one attempt, plus one after the link was refused). A `segment` stream
     /// runs beside others, so a 200 (the server ignored Range, or `If-Range` no longer matched) ends its
     /// transfer before any byte: segments stop and the chunk stays missing for the single stream that follows.
-    /// A lone stream reads a 200 on, from its offset.
-    private func fetchChunk(_ job: FileJob, _ chunk: Range<Int64>, generation: Int, segment: Bool) async throws {
+    /// A lone stream reads a 200 on, from its offset. Returns whether the server honoured Range (a 206).
+    @discardableResult
+    private func fetchChunk(_ job: FileJob, _ chunk: Range<Int64>, generation: Int, segment: Bool) async throws -> Bool {
         var refusedOnce = false
         while true {
             let (download, version) = try await currentDownload(job)
@@ -356,7 +402,7 @@ struct FileFetcher: Sendable {
                 if segment && segmentsStopped {
                     logger.info("\(job.file.path): the server answered a ranged request with the whole file; continuing over one connection")
                 }
-                return
+                return status == 206 && !outcome.rangeIgnored
             case 416:
                 if let total = outcome.totalSize, total != job.file.size {
                     guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }

@@ -31,7 +31,7 @@ enum StartSets {
             var want = StartSetAnalyzer.initialRanges(size: job.file.size, policy: policy)
             var round = 0
             while true {
-                try await fetchMissing(want, of: job, fetcher: fetcher)
+                try await fetcher.fetch(job, ranges: want)
                 let step = StartSetAnalyzer.analyze(WriterBytes(writer: job.writer), name: job.file.path,
                                                     mimeType: job.file.mimeType, policy: policy, round: round)
                 switch step {
@@ -49,7 +49,7 @@ enum StartSets {
                 break
             }
         }
-        try await fetchMissing(startSet, of: job, fetcher: fetcher)
+        try await fetcher.fetch(job, ranges: startSet)
     }
 
     /// Computes the start set (and tags) of a complete track from its local file: no network.
@@ -78,13 +78,6 @@ enum StartSets {
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }()
-
-    /// Fetches the parts of `ranges` the writer does not have, one ranged GET per missing range (and chunk).
-    private static func fetchMissing(_ ranges: RangeSet<Int64>, of job: FileJob, fetcher: FileFetcher) async throws {
-        var missing = ranges
-        missing.subtract(job.writer.presentRanges())
-        for range in missing.ranges { try await fetcher.fetch(job, within: range, checkpointAtEnd: false) }
-    }
 }
 
 /// The bytes a cache entry holds, for the analysis: what its writer has (committed or pending), read on demand.

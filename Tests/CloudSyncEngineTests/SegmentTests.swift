@@ -16,7 +16,7 @@ import Testing
     }
 
     /// A big file goes over several connections at once, each byte is asked for exactly once, and the track is
-    /// identical. A file below the threshold still goes over one connection.
+    /// identical. A file below the threshold goes over one connection after its start set.
     @Test func bigFileInSegments() throws {
         let fixture = try Fixture(seed: 31, files: [("Big/long.flac", Self.bigSize), ("small.mp3", 900_000)],
                                   rate: 2 << 20, pull: Self.pull)
@@ -44,7 +44,10 @@ import Testing
 
         let small = Self.gets(log, "small.mp3")
         Self.expectTiling(small, size: 900_000)
-        #expect(Self.mostAtOnce(small) == 1, "the small file: \(small.map { $0.range ?? "-" })")
+        // Its start set's two parts at once (``headAndTailAtOnce``), then one GET at a time.
+        #expect(Self.mostAtOnce(small) == 2, "the small file: \(small.map { $0.range ?? "-" })")
+        let rest = small.filter { $0.rangeStart >= 576 << 10 && $0.rangeStart < 900_000 - (128 << 10) }
+        #expect(!rest.isEmpty && Self.mostAtOnce(rest) == 1, "the small file: \(small.map { $0.range ?? "-" })")
     }
 
     /// The requested ranges of `gets` tile `0..<size` without overlap: every byte asked for exactly once.
@@ -95,6 +98,42 @@ import Testing
         #expect(big.contains { $0.status == 200 && $0.bytes < Int64(Self.bigSize) / 2 }, "no segment stopped early")
         let served = try fixture.server.stats()["bytes"] ?? 0
         #expect(served < 3 * Int64(Self.bigSize), "served \(served) bytes for a file of \(Self.bigSize)")
+    }
+
+    /// A track's first bytes and its tail are asked for at once (one request latency for the start set, not
+    /// two), each byte once, even below the segment threshold; `segments = 1` keeps one GET at a time
+    /// (``oneSegmentIsOneStreamInOrder``).
+    @Test func headAndTailAtOnce() throws {
+        let size = 900_000
+        let fixture = try Fixture(seed: 38, files: [("a.flac", size)], rate: 2 << 20, pull: Self.pull)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--jobs", "1"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let gets = Self.gets(try fixture.server.log(), "a.flac")
+        Self.expectTiling(gets, size: size)
+        let first = Array(gets.prefix(2))
+        #expect(Set(first.map(\.rangeStart)) == [0, Int64(size - (128 << 10))], "\(gets.map { $0.range ?? "-" })")
+        #expect(Self.mostAtOnce(first) == 2, "the head and the tail went one after the other")
+    }
+
+    /// A server that ignores Range from the first request: the tail's stream ends at the answer's head and the
+    /// head's stream reads the whole answer, so each file is sent whole once, not once per stream.
+    @Test func headAndTailFromServerIgnoringRange() throws {
+        let files = [("a.flac", 900_000), ("Big/long.flac", Self.bigSize)]
+        let fixture = try Fixture(seed: 39, files: files, rate: 8 << 20,
+                                  faults: #"[{"kind": "ignore_range", "count": -1}]"#, pull: Self.pull)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--jobs", "1"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let log = try fixture.server.log()
+        for (path, size) in files {
+            let gets = Self.gets(log, path)
+            #expect(gets.count >= 2, "\(path): \(gets.map { $0.range ?? "-" })")
+            let whole = gets.filter { $0.bytes > Int64(size) / 2 }
+            #expect(whole.count == 1, "\(path): answers that sent most of the file: \(gets.map { ($0.range ?? "-", $0.bytes) })")
+        }
     }
 
     /// 429 with Retry-After to one segment pauses every stream of the remote: from the fake's clock, once the
