@@ -10,6 +10,11 @@ import TestSupport
 /// are durable; completed files are promoted in group commits whose syncs are issued together; waiting for an
 /// entry's lock parks no thread and ends on cancellation.
 @Suite struct CacheWriterTests {
+    /// How long a step of the writer may take before it counts as never happening. Generous: this target's
+    /// synchronous tests (ProcessTests' kill loops) hold one of the two cooperative threads of a 2-core machine
+    /// for seconds, and a loaded CI machine once stalled a promotion's first sync past 10 s.
+    static let patience = 30.0
+
     /// An `fdatasync` that blocks while the gate is closed, counting calls and how many are inside at once.
     final class GatedSync: Sendable {
         let gate = DispatchSemaphore(value: 0)
@@ -62,7 +67,7 @@ import TestSupport
         let (_, writer) = try gatedWriter(in: dir, sync)
         try writer.writePattern(0 ..< 120)
         try writer.checkpointIfDue()
-        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually(Self.patience) { sync.calls.load(ordering: .relaxed) == 1 })
         // The sync of the first 120 bytes is stuck; the next 79 still fit (120 + 79 < 2 × 100).
         #expect(writer.acceptsBytes)
         try writer.writePattern(120 ..< 199)
@@ -71,7 +76,7 @@ import TestSupport
         try writer.writePattern(199 ..< 210)
         #expect(!writer.acceptsBytes, "210 bytes wait for a sync that does not end: no more until it does")
         sync.open()
-        #expect(await eventually { writer.acceptsBytes })
+        #expect(await eventually(Self.patience) { writer.acceptsBytes })
         try await writer.flush()
         #expect(writer.acceptsBytes)
         writer.close()
@@ -86,7 +91,7 @@ import TestSupport
         try writer.writePattern(0 ..< 300)
         // Returns while the sync it asked for is blocked: the caller (a network thread) never waits for it.
         try writer.checkpointIfDue()
-        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually(Self.patience) { sync.calls.load(ordering: .relaxed) == 1 })
         // The writer sees its own bytes; the index claims nothing until they are durable.
         #expect(writer.presentRanges().ranges.map { $0 } == [0 ..< 300])
         #expect(try reader.presentRanges().isEmpty)
@@ -94,7 +99,7 @@ import TestSupport
         try writer.writePattern(300 ..< 500)
         try writer.checkpointIfDue()
         sync.open()
-        #expect(try await eventually { try !reader.presentRanges().isEmpty })
+        #expect(try await eventually(Self.patience) { try !reader.presentRanges().isEmpty })
         #expect(try reader.presentRanges().isSuperset(of: RangeSet(0 ..< 300)))
         try await writer.flush()
         #expect(try reader.presentRanges().ranges.map { $0 } == [0 ..< 500])
@@ -140,7 +145,7 @@ import TestSupport
         for writer in writers { try writer.verify(expectedHash: nil) { _ in nil } }
         // The first promotion's sync blocks the writer queue; five more queue up behind it.
         let first = Task { try await writers[0].promote() }
-        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually(Self.patience) { sync.calls.load(ordering: .relaxed) == 1 })
         let rest = writers.dropFirst().map { writer in Task { () async -> CacheError? in
             do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
         } }
@@ -150,7 +155,7 @@ import TestSupport
         try await first.value
         // The second batch's five syncs are all issued before any returns: with the gate still closed, five are
         // blocked at once (one after the other, a second would never start).
-        #expect(await eventually { sync.running.load(ordering: .relaxed) == 5 })
+        #expect(await eventually(Self.patience) { sync.running.load(ordering: .relaxed) == 5 })
         sync.open()
         var failures: [CacheError?] = []
         for task in rest { failures.append(await task.value) }
@@ -200,7 +205,7 @@ import TestSupport
             do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
         }
         // The batch holds the file at its durability barrier; the drop lands before the rename.
-        #expect(await eventually { sync.calls.load(ordering: .relaxed) == 1 })
+        #expect(await eventually(Self.patience) { sync.calls.load(ordering: .relaxed) == 1 })
         try writer.discard(100 ..< 200)
         sync.open()
         let failure = await promotion.value
