@@ -2,8 +2,11 @@
 # Budget: (1) a library ten times the cache's budget (40 × 4 MiB in 16 MiB), five pulls in a row: body bytes
 # each pull transfers (nginx's access log), files shrunk or evicted, states after; then a play-like change (a
 # track's last play recorded by reading it through serve) and the bytes of the pull after it; (2) planning time
-# over a 20,000-track index: `cache evict --dry-run` (index read + plan, no listing, no fetch).
-#   usage: bench/budget.sh [--quick]        --quick: 2,000 tracks for (2)
+# over a 20,000-track index: `cache evict --dry-run` (index read + plan, no listing, no fetch); (3) every track
+# ready behind a cloud's round trip: 100 × 1 MiB through bench/faultproxy.py --latency 0.05 with a budget of the
+# start sets, the pull's wall time with a start set's parts asked for at once (default) and one after the other
+# (`--segments 1`), next to the floor of ceil(tracks / jobs) round trips.
+#   usage: bench/budget.sh [--quick]        --quick: 2,000 tracks for (2), 20 tracks and one run for (3)
 source "$(dirname "$0")/lib.sh"
 need nginx
 out=$RESULTS/budget$([ $QUICK = 1 ] && echo -quick || true).md
@@ -64,6 +67,41 @@ for _ in $(seq 1 "$RUNS"); do
 done
 plan_wall=$(median_of "$res" "cache-evict-dry-run-$n2" 1)
 
+# ---------- (3) every track ready behind a round trip of 50 ms
+n3=$([ $QUICK = 1 ] && echo 20 || echo 100); latency=0.05
+lib=$WORK/lib3; make_lib "$lib" "$n3" $((1 << 20)) 25
+start_nginx "$lib"
+webdav_config "$WORK/scratch3.toml" "$WORK/scratch3" "http://127.0.0.1:$NGINX_PORT/dav/"
+"$BIN" --config "$WORK/scratch3.toml" pull --quiet || failures=$((failures + 1))
+heads=$("$BIN" --config "$WORK/scratch3.toml" ls --offline --json | python3 -c 'import json, sys; print(sum(r["head_bytes"] or 0 for r in json.load(sys.stdin)))')
+rm -rf "$WORK/scratch3"
+mkfifo "$WORK/proxy.in"
+python3 "$BENCH/faultproxy.py" "$NGINX_PORT" --latency "$latency" >"$WORK/proxy.out" 2>"$WORK/proxy.err" <"$WORK/proxy.in" &
+_pids+=($!)
+exec 9>"$WORK/proxy.in"
+for _ in $(seq 1 100); do [ -s "$WORK/proxy.out" ] && break; sleep 0.05; done
+proxy=$(head -1 "$WORK/proxy.out"); [ -n "$proxy" ] || { cat "$WORK/proxy.err" >&2; die "faultproxy did not start"; }
+cfg3=$WORK/budget3.toml
+webdav_config "$cfg3" "$WORK/cache3" "http://127.0.0.1:$proxy/dav/"
+sed -i "s/^max_size = .*/max_size = \"$((heads + 16384))B\"\nmin_free = \"0\"/" "$cfg3"
+res3=$WORK/ready.txt; : >"$res3"
+gets() { curl -sf "http://127.0.0.1:$proxy/_faults" | python3 -c 'import json, sys; print(json.load(sys.stdin)["gets"])'; }
+for _ in $(seq 1 "$RUNS"); do
+    for segments in 4 1; do
+        rm -rf "$WORK/cache3"
+        before=$(gets)
+        measure "$res3" "segments-$segments" "$BIN" --config "$cfg3" pull --quiet --segments "$segments"
+        echo "gets-$segments $(( $(gets) - before ))" >>"$res3.gets"
+        ready=$("$BIN" --config "$cfg3" ls --offline --json | python3 -c 'import json, sys; print(sum(r["state"] in ("head", "cached") for r in json.load(sys.stdin)))')
+        [ "$ready" = "$n3" ] || { echo "bench: $ready of $n3 tracks ready after the pull (--segments $segments)" >&2; failures=$((failures + 1)); }
+    done
+done
+exec 9>&-
+stop_servers
+at_once=$(median_of "$res3" segments-4 1); one_by_one=$(median_of "$res3" segments-1 1)
+gets_at_once=$(awk '$1 == "gets-4" { print $2; exit }' "$res3.gets"); gets_one=$(awk '$1 == "gets-1" { print $2; exit }' "$res3.gets")
+floor=$(python3 -c "import math; print(f'{math.ceil($n3 / 4) * $latency:.2f}')")
+
 {
     echo "# Budget"; echo; machine_line; echo
     echo "40 random tracks of 4 MiB (160 MiB) from nginx WebDAV, \`cache.max_size = \"16MiB\"\`, \`min_free = \"0\"\`,"
@@ -75,6 +113,9 @@ plan_wall=$(median_of "$res" "cache-evict-dry-run-$n2" 1)
     echo "- the run's one line: \`${line:-none}\`"
     echo "- $played read through serve to its end, then a pull: $after_play body bytes transferred; the track is now $played_state"
     echo "- planning $n2 tracks (\`cache evict --dry-run\`: index read + plan + dry reduction, whole process): median ${plan_wall} s over $RUNS runs"
+    echo "- every track ready behind ${latency} s per request ($n3 random tracks of 1 MiB, nginx behind \`bench/faultproxy.py --latency $latency\`,"
+    echo "  \`max_size\` = the start sets + 16 KiB, jobs 4, median of $RUNS): a start set's parts at once ${at_once} s ($gets_at_once GETs),"
+    echo "  one after the other (\`--segments 1\`) ${one_by_one} s ($gets_one GETs); the floor, ceil($n3 / 4) round trips: ${floor} s"
 } >"$out"
 cat "$out"
 [ "$failures" = 0 ] || { echo "bench: $failures budget checks failed" >&2; exit 1; }
