@@ -48,7 +48,8 @@ import TestSupport
         let ls = try fixture.env.run(["ls"], timeout: 60)
         let took = Date().timeIntervalSince(started)
         #expect(ls.status == 0, "stderr: \(ls.stderr)")
-        #expect(took < 5, "ls took \(took) s offline")
+        // A bound on waiting for the network (ten retries would take minutes), not on speed; `retry 1/1` below.
+        #expect(took < 30, "ls took \(took) s offline")
         #expect(ls.stdout.contains("cached") && ls.stdout.contains("Album/track 0.mp3"), "stdout: \(ls.stdout)")
         #expect(ls.stdout.contains("missing") && ls.stdout.contains("Album/track 2.mp3"), "stdout: \(ls.stdout)")
         #expect(ls.stderr.contains("3 tracks") && !ls.stdout.contains("3 tracks"), "the count goes to stderr: \(ls.stdout)")
@@ -65,7 +66,8 @@ import TestSupport
         let m3uStarted = Date()
         let m3u = try fixture.env.run(["ls", "--m3u"], timeout: 60)
         #expect(m3u.status == 0, "stderr: \(m3u.stderr)")
-        #expect(Date().timeIntervalSince(m3uStarted) < 3)
+        #expect(Date().timeIntervalSince(m3uStarted) < 30)
+        #expect(!m3u.stderr.contains("retry") && !m3u.stderr.contains("offline"), "--m3u touched the network: \(m3u.stderr)")
         #expect(m3u.stdout.hasPrefix("#EXTM3U"), "stdout: \(m3u.stdout)")
         for (path, _) in Self.files {
             let encoded = path.replacingOccurrences(of: " ", with: "%20")
