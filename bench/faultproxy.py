@@ -100,6 +100,9 @@ def main():
     p.add_argument("--ignore-range", action="store_true"); p.add_argument("--rate", type=float)
     p.add_argument("--mutate"); p.add_argument("--latency", type=float)
     Proxy.opts = p.parse_args()
+    # Room for every connection a pull opens at once (jobs × segments): with the default backlog of 5 a burst of
+    # connects overflows it and the client's SYN is retried after 1 s, a stall no real server shows.
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)

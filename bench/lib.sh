@@ -215,19 +215,25 @@ PY
 fstype() { { findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"; } | head -1; }
 machine_line() { echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg); cloudsync $("$BIN" --version 2>/dev/null | head -1)"; }
 
+# start_fifo NAME CMD...: starts CMD, a server that prints its port(s) on its first stdout line and exits when its
+# stdin closes (a fifo this shell holds open until it exits); sets LINE to that first line.
+start_fifo() {
+    local name=$1; shift
+    local fifo=$WORK/$name.in _fd _
+    rm -f "$fifo"; mkfifo "$fifo"
+    "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" <"$fifo" &
+    _pids+=($!)
+    exec {_fd}>"$fifo"
+    for _ in $(seq 1 300); do [ -s "$WORK/$name.out" ] && break; sleep 0.05; done
+    LINE=$(head -1 "$WORK/$name.out"); [ -n "$LINE" ] || { cat "$WORK/$name.err" >&2; die "$name did not start"; }
+}
+
 # start_files_fake ROOT [ARGS...]: Tests/Fakes/files_fake.py serving ROOT under /dav/ (Basic auth demo/demo-pass,
-# request log at /_log). Sets FAKE_PORT. The fake exits when its stdin closes: a fifo held open by this shell.
+# request log at /_log). Sets FAKE_PORT.
 start_files_fake() {
     local root=$1; shift
-    local fifo=$WORK/fake.$RANDOM.in out=$WORK/fake.$RANDOM.out
-    mkfifo "$fifo"
-    python3 "$TOP/Tests/Fakes/files_fake.py" --root "$root" "$@" <"$fifo" >"$out" 2>"$out.err" &
-    _pids+=($!)
-    exec {_fake_fd}>"$fifo"
-    local _
-    for _ in $(seq 1 100); do [ -s "$out" ] && break; sleep 0.05; done
-    FAKE_PORT=$(head -1 "$out")
-    [ -n "$FAKE_PORT" ] || { cat "$out.err" >&2; die "files_fake.py did not start"; }
+    start_fifo "fake.$RANDOM" python3 "$TOP/Tests/Fakes/files_fake.py" --root "$root" "$@"
+    FAKE_PORT=$LINE
 }
 
 # start_serve CONFIG: `cloudsync serve --port 0` on CONFIG (the process itself, so the EXIT trap stops it).

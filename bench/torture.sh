@@ -13,17 +13,6 @@ out=$RESULTS/torture$([ $QUICK = 1 ] && echo -quick || true).md
 rows=$WORK/rows.txt; : >"$rows"
 failures=0
 
-# start_fifo NAME CMD...: starts a server that prints its port(s) first and stops when stdin closes; sets LINE.
-fd=20
-start_fifo() {
-    local name=$1; shift
-    rm -f "$WORK/$name.in"; mkfifo "$WORK/$name.in"
-    "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" <"$WORK/$name.in" &
-    _pids+=($!)
-    eval "exec $fd>\"$WORK/$name.in\""; fd=$((fd + 1))
-    for _ in $(seq 1 300); do [ -s "$WORK/$name.out" ] && break; sleep 0.05; done
-    LINE=$(head -1 "$WORK/$name.out"); [ -n "$LINE" ] || { cat "$WORK/$name.err" >&2; die "$name did not start"; }
-}
 stop_all() { stop_servers; }
 # config FILE CACHE RETRIES REMOTE-LINES...
 config() {
