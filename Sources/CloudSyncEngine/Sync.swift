@@ -582,9 +582,12 @@ public struct Sync: Sendable {
             let job = FileJob(remote: remote, file: file, writer: writer, capabilities: provider.capabilities)
             do {
                 if let partial = try await work(job) {
-                    try? await writer.flush()
-                    writer.close()
-                    return .finished(path: file.path, result: partial)
+                    // The kept part's checkpoint joins other files' (one journal commit) with the slot already free.
+                    return .promoting(path: file.path) {
+                        try? await writer.flush()
+                        writer.close()
+                        return partial
+                    }
                 }
                 try fetcher.verify(job)
             } catch {
