@@ -166,39 +166,52 @@ webdav_config() {
       echo 'user = "demo"'; echo 'password = "demo-pass"'; } >"$file"
 }
 
-# measure OUT LABEL CMD...: runs CMD under /usr/bin/time -v and appends "LABEL wall user sys maxrss_kib rc" to OUT.
+# measure OUT LABEL CMD...: runs CMD under /usr/bin/time -v and appends "LABEL wall user sys maxrss_kib rc machine_cpu"
+# to OUT. machine_cpu is the CPU seconds of the whole machine during the run (/proc/stat, all but idle and iowait):
+# it counts what process CPU misses, the kernel's writeback threads and the server, so a tool whose bytes reach
+# the disk through its own fdatasync (charged to it) and one ending with `sync -f` (writeback mostly charged to
+# the kernel's flusher threads) compare fairly; other processes' load counts too.
 measure() {
     local out=$1 label=$2; shift 2
-    local tv=$WORK/time.$$.txt rc=0
+    local tv=$WORK/time.$$.txt rc=0 busy0 busy1
+    busy0=$(machine_ticks)
     /usr/bin/time -v -o "$tv" "$@" >"$WORK/last.out" 2>"$WORK/last.err" || rc=$?
-    python3 - "$tv" "$label" "$rc" >>"$out" <<'PY'
+    busy1=$(machine_ticks)
+    python3 - "$tv" "$label" "$rc" "$((busy1 - busy0))" "$(getconf CLK_TCK)" >>"$out" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 def f(k):
     m = re.search(re.escape(k) + r":\s*(\S+)", text); return m.group(1) if m else "0"
 w = f("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")
 wall = sum(float(x) * 60 ** i for i, x in enumerate(reversed(w)))
-print(sys.argv[2], f"{wall:.3f}", f("User time (seconds)"), f("System time (seconds)"), f("Maximum resident set size (kbytes)"), sys.argv[3])
+print(sys.argv[2], f"{wall:.3f}", f("User time (seconds)"), f("System time (seconds)"), f("Maximum resident set size (kbytes)"), sys.argv[3],
+      f"{int(sys.argv[4]) / int(sys.argv[5]):.2f}")
 PY
     if [ "$rc" != 0 ]; then echo "bench: '$label' exited $rc; stderr:" >&2; tail -5 "$WORK/last.err" >&2; fi
     return 0
 }
 
-# summarize OUT GIB: markdown table per label: median wall (min–max), CPU s/GiB (median), peak RSS (max), runs, failures.
+# machine_ticks: the machine's busy CPU time so far in clock ticks (user, nice, system, irq, softirq of all CPUs).
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+
+# summarize OUT GIB: markdown table per label: median wall (min–max), CPU s/GiB (median), the machine's CPU s/GiB
+# during the runs (median), peak RSS (max), runs, failures.
 summarize() {
     python3 - "$1" "$2" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     p = line.split()
-    if len(p) == 6: rows.setdefault(p[0], []).append(p)
+    if len(p) >= 6: rows.setdefault(p[0], []).append(p)
 gib = float(sys.argv[2])
-print("| tool | wall median (min–max) s | CPU s/GiB | peak RSS MiB | runs | failed |")
-print("|---|---|---|---|---|---|")
+print("| tool | wall median (min–max) s | CPU s/GiB | machine CPU s/GiB | peak RSS MiB | runs | failed |")
+print("|---|---|---|---|---|---|---|")
 for label, rs in rows.items():
     walls = [float(r[1]) for r in rs]; cpu = [(float(r[2]) + float(r[3])) / gib for r in rs]
+    machine = [float(r[6]) / gib for r in rs if len(r) > 6]
     rss = max(int(r[4]) for r in rs) / 1024; bad = sum(1 for r in rs if r[5] != "0")
-    print(f"| {label} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpu):.2f} | {rss:.1f} | {len(rs)} | {bad} |")
+    print(f"| {label} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpu):.2f} | "
+          f"{statistics.median(machine) if machine else float('nan'):.2f} | {rss:.1f} | {len(rs)} | {bad} |")
 PY
 }
 

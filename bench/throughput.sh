@@ -158,6 +158,7 @@ for l in open(sys.argv[1]):
 loads = [float(l.split()[1]) for l in open(sys.argv[3])]
 wall = {k: statistics.median(float(r[1]) for r in v) for k, v in rows.items()}
 cpu = {k: statistics.median(float(r[2]) + float(r[3]) for r in v) for k, v in rows.items()}
+machine = {k: statistics.median(float(r[6]) for r in v) for k, v in rows.items()}
 rss = {k: max(int(r[4]) for r in v) / 1024 for k, v in rows.items()}
 name = sys.argv[2]
 def div(a, b): return a / b if b > 0 else float("inf")
@@ -171,6 +172,8 @@ for fs in sys.argv[4:]:
          div(g("cloudsync@nginx-dav"), g("curl@nginx-http")))
     c = div(cpu.get(f"cloudsync@nginx-dav/{fs}", 0), cpu.get(f"curl@nginx-http/{fs}", 0))
     line(f"{fs}: CPU cloudsync@nginx-dav / curl", 1.0, c)
+    m = div(machine.get(f"cloudsync@nginx-dav/{fs}", 0), machine.get(f"curl@nginx-http/{fs}", 0))
+    line(f"{fs}: the machine's CPU during cloudsync@nginx-dav / during curl (kernel writeback and nginx included)", None, m)
     floor = g("dd-floor")
     print(f"- {fs}: the destination's own write of the same bytes (dd conv=fdatasync, no network): {floor:.2f} s; "
           f"cloudsync@rclone-dav / dd = {div(g('cloudsync@rclone-dav'), floor):.2f}, "
