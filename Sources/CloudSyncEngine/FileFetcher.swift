@@ -225,15 +225,18 @@ struct FileFetcher: Sendable {
     /// Fetches every missing byte of `job` inside `bounds`. With `checkpointAtEnd` the bytes are made durable
     /// (on the cache's writer) before returning; the full pass skips that because promotion syncs the file anyway
     /// (one sync fewer per track), and a failure path checkpoints what arrived.
-    func fetch(_ job: FileJob, within bounds: Range<Int64>, checkpointAtEnd: Bool = true) async throws {
+    /// `streams` (default `segments`) bounds the connections of a file big enough for segments: fewer when other
+    /// streams of the same file run beside this pass.
+    func fetch(_ job: FileJob, within bounds: Range<Int64>, checkpointAtEnd: Bool = true, streams: Int? = nil) async throws {
         // An encrypted entry stores whole blocks only: fetch the blocks `bounds` touches, so none is left half
         // in memory when this pass ends.
         let bounds = job.writer.aligned(bounds)
+        let streams = streams ?? segments
         while nextChunk(job, within: bounds) != nil {
             try Task.checkCancellation()
             do {
-                if let generation = segmentGeneration(job) {
-                    try await fetchSegments(job, within: bounds, generation: generation)
+                if streams > 1, let generation = segmentGeneration(job) {
+                    try await fetchSegments(job, within: bounds, generation: generation, streams: streams)
                 } else {
                     try await pacer.run("GET \(job.file.path)") {
                         // Chosen on every attempt: a retry after a cut connection resumes after the bytes that
@@ -267,10 +270,12 @@ struct FileFetcher: Sendable {
         let parts = missing().ranges
         if parts.count > 1, segments > 1, provider.capabilities.supportsRanges {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for part in parts.dropFirst().prefix(segments - 1) {
+                let beside = parts.dropFirst().prefix(segments - 1)
+                for part in beside {
                     group.addTask { try await fetchBeside(job, within: part) }
                 }
-                try await fetch(job, within: parts[0], checkpointAtEnd: false)
+                // The streams beside count against the file's `segments`.
+                try await fetch(job, within: parts[0], checkpointAtEnd: false, streams: segments - beside.count)
                 try await group.waitForAll()
             }
         }
@@ -336,12 +341,12 @@ struct FileFetcher: Sendable {
         return job.withState { $0.rangesHonoured ? $0.generation : nil }
     }
 
-    /// Runs `segments` streams until no unclaimed byte of `bounds` is missing, the generation ends, or the
+    /// Runs `streams` streams until no unclaimed byte of `bounds` is missing, the generation ends, or the
     /// server stops honouring Range. The first error that is not a `SegmentStopped` cancels the other streams
     /// and is rethrown (cancellation included).
-    private func fetchSegments(_ job: FileJob, within bounds: Range<Int64>, generation: Int) async throws {
+    private func fetchSegments(_ job: FileJob, within bounds: Range<Int64>, generation: Int, streams: Int) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0 ..< segments {
+            for _ in 0 ..< streams {
                 group.addTask { try await runSegment(job, within: bounds, generation: generation) }
             }
             try await group.waitForAll()

@@ -117,6 +117,24 @@ import Testing
         #expect(Self.mostAtOnce(first) == 2, "the head and the tail went one after the other")
     }
 
+    /// A big file's start set whose head spans several chunks (64 KiB chunks, 576 KiB head) keeps to `segments`
+    /// streams in all: the streams beside the head's leave the head that many fewer, so two segments are two
+    /// GETs at once, not two for the rest of the head (segmented once its first chunk was a 206) while the
+    /// tail's 128 KiB still arrive.
+    @Test func startSetOfBigFileKeepsToSegments() throws {
+        let pull = [#"chunk_size = "64KiB""#, #"segment_threshold = "1MiB""#, "segments = 2"]
+        let fixture = try Fixture(seed: 40, files: [("Big/long.flac", Self.bigSize)], rate: 2 << 20, pull: pull)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--jobs", "1"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let gets = Self.gets(try fixture.server.log(), "long.flac")
+        Self.expectTiling(gets, size: Self.bigSize)
+        let startSet = gets.filter { $0.rangeStart < 576 << 10 || $0.rangeStart >= Int64(Self.bigSize - (128 << 10)) }
+        #expect(Self.mostAtOnce(startSet) == 2, "\(startSet.map { $0.range ?? "-" })")
+        #expect(Self.mostAtOnce(gets) <= 2, "\(gets.map { $0.range ?? "-" })")
+    }
+
     /// A server that ignores Range from the first request: the tail's stream ends at the answer's head and the
     /// head's stream reads the whole answer, so each file is sent whole once, not once per stream.
     @Test func headAndTailFromServerIgnoringRange() throws {
