@@ -197,6 +197,9 @@ struct JobSink: ByteSink {
     }
 
     func acceptsBytes() -> Bool { job.writer.acceptsBytes }
+
+    /// A pull's bytes go to the partial file in writes of up to 128 KiB (no reader waits for them).
+    var writeBatchBytes: Int { 128 << 10 }
 }
 
 /// Downloads the missing bytes of files with ranged GETs and completes them. One per remote.

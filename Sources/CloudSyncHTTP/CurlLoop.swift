@@ -91,9 +91,16 @@ final class CurlLoop: @unchecked Sendable {
                 exchange.loop = self
                 active[exchange.easy] = exchange
             }
-            for exchange in cancelled { remove(exchange, result: .failure(CancellationError())) }
+            // A cancelled download still writes what it gathered (kept by the file's next checkpoint).
+            for exchange in cancelled {
+                exchange.finishBody()
+                remove(exchange, result: .failure(CancellationError()))
+            }
             if stopping {
-                for exchange in Array(active.values) { remove(exchange, result: .failure(CancellationError())) }
+                for exchange in Array(active.values) {
+                    exchange.finishBody()
+                    remove(exchange, result: .failure(CancellationError()))
+                }
                 break
             }
 

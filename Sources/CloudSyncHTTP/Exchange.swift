@@ -112,6 +112,11 @@ final class Exchange: @unchecked Sendable {
     /// A 200 to a ranged request with `.stop`: the transfer was ended after the head, on purpose.
     private var stoppedAtHead = false
     private var totalSize: Int64?
+    /// Body bytes of a `.sink` download gathered for one write (``ByteSink/writeBatchBytes``), allocated on the
+    /// first piece: `batched` bytes from `batchOffset`.
+    private var batch: UnsafeMutableRawBufferPointer?
+    private var batched = 0
+    private var batchOffset: Int64 = 0
 
     private enum Target {
         case discard
@@ -154,6 +159,7 @@ final class Exchange: @unchecked Sendable {
         }
         curl_slist_free_all(headerList)
         errorBuffer.deallocate()
+        batch?.deallocate()
     }
 
     private func check(_ rc: CURLcode, _ what: String) throws {
@@ -390,7 +396,7 @@ final class Exchange: @unchecked Sendable {
                     return 0
                 }
                 do {
-                    try sink.write(UnsafeRawBufferPointer(rebasing: chunk), at: offset)
+                    try write(UnsafeRawBufferPointer(rebasing: chunk), at: offset, to: sink)
                 } catch {
                     failure = error
                     return 0
@@ -402,6 +408,35 @@ final class Exchange: @unchecked Sendable {
         }
     }
 
+    /// Hands `bytes` (which follow the batch's) to `sink`, gathered up to its ``ByteSink/writeBatchBytes``.
+    private func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, to sink: any ByteSink) throws {
+        let capacity = sink.writeBatchBytes
+        if batched > 0 && batched + bytes.count > capacity { try writeBatch(to: sink) }
+        guard bytes.count < capacity, let source = bytes.baseAddress else {
+            try sink.write(bytes, at: offset)
+            return
+        }
+        if batch == nil { batch = .allocate(byteCount: capacity, alignment: 16) }
+        guard let base = batch?.baseAddress else { return try sink.write(bytes, at: offset) }
+        if batched == 0 { batchOffset = offset }
+        (base + batched).copyMemory(from: source, byteCount: bytes.count)
+        batched += bytes.count
+    }
+
+    private func writeBatch(to sink: any ByteSink) throws {
+        guard batched > 0, let batch else { return }
+        let count = batched
+        batched = 0
+        try sink.write(UnsafeRawBufferPointer(rebasing: batch[..<count]), at: batchOffset)
+    }
+
+    /// Writes the gathered bytes of a download that ended (loop thread): before its outcome is computed, so
+    /// what it reports as delivered is written. A failed write becomes the exchange's failure.
+    func finishBody() {
+        guard failure == nil, case .sink(let sink, _, _, _) = target else { return }
+        do { try writeBatch(to: sink) } catch { failure = error }
+    }
+
     private var deliveredEnd: Int64 {
         if case .sink(_, let offset, _, _) = target { return max(offset, deliveredStart) }
         return deliveredStart
@@ -410,6 +445,7 @@ final class Exchange: @unchecked Sendable {
     // MARK: completion (loop thread)
 
     func result(for code: CURLcode) -> Result<ExchangeResult, any Error> {
+        finishBody()
         if let failure { return .failure(failure) }
         if code == CURLE_ABORTED_BY_CALLBACK && cancelled.load(ordering: .relaxed) {
             return .failure(CancellationError())

@@ -92,10 +92,18 @@ public protocol ByteSink: Sendable {
     /// False while the sink cannot take more bytes yet (its durability work lags): the transfer is paused, not
     /// failed, and asked again every few milliseconds. Called on the transport thread before each write.
     func acceptsBytes() -> Bool
+    /// Bytes the transport may gather before one `write` (0: every piece as it arrives). libcurl hands a body
+    /// over in pieces of at most 16 KiB; a sink writing to a file takes them in bigger writes, which cost the
+    /// kernel less per byte (a `pwrite` of 128 KiB instead of eight of 16 KiB: on ext4 0.34 instead of 0.49 s
+    /// of CPU per GiB, copy included; on tmpfs 0.53 instead of 0.62). A sink whose bytes a reader waits for
+    /// (`serve`'s) keeps 0. The gathered bytes are written when the batch is full and when the transfer ends,
+    /// cut or cancelled included, before the outcome is reported.
+    var writeBatchBytes: Int { get }
 }
 
 extension ByteSink {
     public func acceptsBytes() -> Bool { true }
+    public var writeBatchBytes: Int { 0 }
 }
 
 /// What a ranged download delivered.

@@ -15,8 +15,15 @@ final class MemorySink: ByteSink {
     struct Failure: Error, Equatable {}
     private let writes = Mutex<[(Int64, Data)]>([])
     private let failAfter: Int?
+    let writeBatchBytes: Int
 
-    init(failAfter: Int? = nil) { self.failAfter = failAfter }
+    init(failAfter: Int? = nil, batch: Int = 0) {
+        self.failAfter = failAfter
+        writeBatchBytes = batch
+    }
+
+    /// The size of each write, in order.
+    var sizes: [Int] { writes.withLock { $0.map(\.1.count) } }
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
         try writes.withLock { w in

@@ -159,6 +159,53 @@ struct TransportTests {
         #expect(sink.assembled(10000..<40000) == served(100000, from: 10000, to: 40000))
     }
 
+    /// A sink that asks for batches (`writeBatchBytes`) gets the body in writes of up to that size instead of
+    /// libcurl's pieces of at most 16 KiB: each write but the last is flushed only when the next piece no longer
+    /// fits, and the bytes are the same.
+    @Test func aBatchingSinkGetsFewBigWritesOfTheSameBytes() async throws {
+        let server = try await faultServer()
+        let size = 4 << 20, batch = 128 << 10
+        let sink = MemorySink(batch: batch)
+        let out = try await transport.download(HTTPRequest(url: server.url("/data/\(size)")), range: nil, ifRange: nil, into: sink)
+        #expect(out.delivered == 0 ..< Int64(size))
+        #expect(sink.assembled(0 ..< Int64(size)) == served(size))
+        let sizes = sink.sizes
+        #expect(sizes.allSatisfy { $0 <= batch })
+        #expect(sizes.dropLast().allSatisfy { $0 > batch - (16 << 10) }, "write sizes: \(sizes)")
+        // Without a batch the same body comes in libcurl's pieces.
+        let plain = MemorySink()
+        _ = try await transport.download(HTTPRequest(url: server.url("/data/\(size)")), range: nil, ifRange: nil, into: plain)
+        #expect(plain.sizes.count > sizes.count)
+    }
+
+    /// A cut transfer writes what it gathered before it reports what arrived, so a resume starts right after it.
+    @Test func aCutTransferWritesItsBatchBeforeSayingWhatArrived() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink(batch: 128 << 10)
+        let error = await #expect(throws: ProviderError.self) {
+            try await transport.download(HTTPRequest(url: server.url("/cut/100000?after=30000")), range: 10000...99999,
+                                         ifRange: nil, into: sink)
+        }
+        let interrupted = try #require(error?.cause as? InterruptedTransfer)
+        #expect(interrupted.delivered == 10000..<40000)
+        #expect(sink.assembled(10000..<40000) == served(100000, from: 10000, to: 40000))
+    }
+
+    /// A cancelled transfer writes what it gathered too (the file's checkpoint keeps it).
+    @Test func aCancelledTransferWritesItsBatch() async throws {
+        let server = try await faultServer()
+        let sink = MemorySink(batch: 128 << 10)
+        let task = Task {
+            try await transport.download(HTTPRequest(url: server.url("/stall/100000?after=50000")), range: nil, ifRange: nil, into: sink)
+        }
+        // The 50,000 bytes fit the batch, so nothing is written until the transfer ends; give them time to arrive.
+        try await Task.sleep(for: .seconds(2))
+        #expect(sink.count == 0)
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(sink.assembled(0 ..< 50000) == served(100000, to: 50000))
+    }
+
     @Test func fileChangedBetweenRangesRestartsWithTheNewVersion() async throws {
         let server = try await faultServer()
         let size = 50000 + Int.random(in: 0..<1000)  // a path of its own: versions count per size
