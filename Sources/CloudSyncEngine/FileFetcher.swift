@@ -198,8 +198,8 @@ struct JobSink: ByteSink {
 
     func acceptsBytes() -> Bool { job.writer.acceptsBytes }
 
-    /// A pull's bytes go to the partial file in writes of up to 128 KiB (no reader waits for them).
-    var writeBatchBytes: Int { 128 << 10 }
+    /// ``FileFetcher/writeBatchBytes``.
+    let writeBatchBytes: Int
 }
 
 /// Downloads the missing bytes of files with ranged GETs and completes them. One per remote.
@@ -224,6 +224,9 @@ struct FileFetcher: Sendable {
     let logger: Logger
     /// Where the fetcher's own tasks (a link being resolved) run; nil: Swift's global pool.
     var executor: (any TaskExecutor)? = nil
+    /// The bytes a transfer gathers before one write (``ByteSink/writeBatchBytes``): a pull's 128 KiB cost ext4
+    /// far fewer write calls; `serve` passes 0, so a player waiting for a seek's bytes gets each piece at once.
+    var writeBatchBytes = 128 << 10
 
     /// Fetches every missing byte of `job` inside `bounds`. With `checkpointAtEnd` the bytes are made durable
     /// (on the cache's writer) before returning; the full pass skips that because promotion syncs the file anyway
@@ -389,9 +392,9 @@ struct FileFetcher: Sendable {
             var request = HTTPRequest(method: download.method, url: download.url,
                                       keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
             for h in download.headers { request.headers.add(h.name, h.value) }
-            let sink = JobSink(job: job, generation: generation) { bytes in
+            let sink = JobSink(job: job, generation: generation, progress: { bytes in
                 events(.progress(remote: job.remote, path: job.file.path, bytes: bytes))
-            }
+            }, writeBatchBytes: writeBatchBytes)
             let ifRange = job.etag.flatMap(EntityTag.ifRangeValidator)
             let outcome = try await transport.download(request, range: chunk.lowerBound ... chunk.upperBound - 1, ifRange: ifRange,
                                                        whenRangeIgnored: segment ? .stop : .skipToOffset, into: sink)

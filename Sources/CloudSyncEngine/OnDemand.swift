@@ -104,8 +104,10 @@ public final class OnDemand: Sendable {
         self.transport = transport
         executor = DedicatedExecutor(label: "cloudsync.serve.\(remote)")
         // One stream per entry: a player reads in order, and a seek re-prioritises at once.
+        // A player waits for these bytes: each of libcurl's pieces reaches the entry as it arrives.
         fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
-                              segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger, executor: executor)
+                              segments: 1, segmentThreshold: .max, events: { _ in }, logger: logger, executor: executor,
+                              writeBatchBytes: 0)
     }
 
     deinit {

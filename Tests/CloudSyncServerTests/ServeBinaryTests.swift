@@ -62,6 +62,28 @@ import TestSupport
             + "seek to the middle: first byte after \(String(format: "%.0f", seekSeconds * 1000)) ms (cloud at \(Self.rate >> 10) KiB/s)")
     }
 
+    /// Bytes `serve` fetches for a player reach it as they arrive, not once a batch fills: the cloud sends the
+    /// first 40,000 bytes of an uncached track and then holds the connection, and the player's first KiB comes
+    /// back while the cloud's answer is still running (a pull gathers 128 KiB per write; `serve` must not).
+    @Test func bytesReachThePlayerWhileTheCloudStalls() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-stall")
+        let contents = try Self.library([("Album/a.flac", 2 << 20)], in: dir)
+        let fake = try await FilesFake(root: dir.file("library"),
+                                       faults: #"[{"path": "a.flac", "kind": "stall", "after": 40000, "seconds": 40, "count": -1}]"#)
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL)
+        let listed = try env.run(["ls", "--remote", "lib"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        // RawClient gives up after 10 s without a byte: well inside the stall.
+        let first = try await offPool { try RawClient(port: port).get("/tracks/lib/Album/a.flac", headers: ["Range: bytes=0-1023"]) }
+        #expect(first.status == 206)
+        #expect(first.body == contents["Album/a.flac"]?.prefix(1024))
+        let gets = try fake.log().filter { $0.path == "/dav/Album/a.flac" }
+        #expect(gets.contains { $0.end == nil }, "the cloud's answer should still be stalled: \(gets)")
+    }
+
     /// A complete track cut short on disk (a tool, a filesystem repair) is not an I/O error for the player: the
     /// request that meets the end fetches the lost tail again, sends the whole track, and the track is complete
     /// (and the right size) again. In a plaintext and in an encrypted cache.

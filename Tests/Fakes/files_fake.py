@@ -17,6 +17,8 @@ starts at or after this byte (omitted: any GET), "kind": ...} where kind is
   "status"        answer `status` (e.g. 429, 503, 401, 404) with `retry_after` as Retry-After when set
   "redirect"      answer `status` (default 302) with `Location: location` (e.g. file:///etc/passwd, gopher://…)
   "cut"           send the head and `after` bytes of the body, then close the connection
+  "stall"         send the head and `after` bytes of the body, hold the connection `seconds` (default 30)
+                  without sending, then close it
   "ignore_range"  answer 200 with the whole body whatever Range says
   "wrong_range"   answer 206 whose Content-Range is shifted by `shift` bytes (body of the requested size)
   "mutate"        serve this answer normally, then replace the file: every byte XOR 0x5A (size kept)
@@ -286,7 +288,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        limit = len(body) if kind != "cut" else min(len(body), fault.get("after", 0))
+        limit = len(body) if kind not in ("cut", "stall") else min(len(body), fault.get("after", 0))
         if limit_end is not None:
             limit = min(limit, limit_end - start)
         sent = 0
@@ -309,7 +311,9 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             return
-        if kind == "cut" or (limit_end is not None and limit < len(body)):
+        if kind == "stall":
+            time.sleep(fault.get("seconds", 30))
+        if kind in ("cut", "stall") or (limit_end is not None and limit < len(body)):
             self.close_connection = True
             self.wfile.flush()
             self.connection.shutdown(2)
