@@ -21,9 +21,7 @@ import Testing
         let fixture = try Fixture(seed: 31, files: [("Big/long.flac", Self.bigSize), ("small.mp3", 900_000)],
                                   rate: 2 << 20, pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull", "--jobs", "1"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull", "--jobs", "1"])
 
         let log = try fixture.server.log()
         let big = Self.gets(log, "long.flac")
@@ -50,6 +48,13 @@ import Testing
         #expect(!rest.isEmpty && Self.mostAtOnce(rest) == 1, "the small file: \(small.map { $0.range ?? "-" })")
     }
 
+    /// Runs `pull ARGUMENTS` on `fixture`, which must succeed with every track identical to the library.
+    static func pullCompletely(_ fixture: Fixture, _ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let r = try fixture.env.run(arguments)
+        #expect(r.status == 0, "stderr: \(r.stderr)", sourceLocation: sourceLocation)
+        try fixture.env.expectTracksEqual(fixture.library)
+    }
+
     /// The requested ranges of `gets` tile `0..<size` without overlap: every byte asked for exactly once.
     static func expectTiling(_ gets: [Served], size: Int, sourceLocation: SourceLocation = #_sourceLocation) {
         let requested = gets.compactMap(\.requested).sorted { $0.lowerBound < $1.lowerBound }
@@ -67,9 +72,7 @@ import Testing
     @Test func oneSegmentIsOneStreamInOrder() throws {
         let fixture = try Fixture(seed: 32, files: [("Big/long.flac", Self.bigSize)], rate: 8 << 20, pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull", "--segments", "1"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull", "--segments", "1"])
         let big = Self.gets(try fixture.server.log(), "long.flac")
         Self.expectTiling(big, size: Self.bigSize)
         let tailStart = Int64(Self.bigSize - (128 << 10))
@@ -89,9 +92,7 @@ import Testing
                                   faults: #"[{"kind": "none", "count": 6}, {"kind": "ignore_range", "count": -1}]"#,
                                   pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull"])
         let big = Self.gets(try fixture.server.log(), "long.flac")
         let whole = big.filter { $0.status == 200 && $0.bytes > Int64(Self.bigSize) / 2 }
         #expect(whole.count == 1, "answers that sent most of the file: \(whole.map { ($0.range ?? "-", $0.bytes) })")
@@ -107,9 +108,7 @@ import Testing
         let size = 900_000
         let fixture = try Fixture(seed: 38, files: [("a.flac", size)], rate: 2 << 20, pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull", "--jobs", "1"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull", "--jobs", "1"])
         let gets = Self.gets(try fixture.server.log(), "a.flac")
         Self.expectTiling(gets, size: size)
         let first = Array(gets.prefix(2))
@@ -125,9 +124,7 @@ import Testing
         let pull = [#"chunk_size = "64KiB""#, #"segment_threshold = "1MiB""#, "segments = 2"]
         let fixture = try Fixture(seed: 40, files: [("Big/long.flac", Self.bigSize)], rate: 2 << 20, pull: pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull", "--jobs", "1"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull", "--jobs", "1"])
         let gets = Self.gets(try fixture.server.log(), "long.flac")
         Self.expectTiling(gets, size: Self.bigSize)
         let startSet = gets.filter { $0.rangeStart < 576 << 10 || $0.rangeStart >= Int64(Self.bigSize - (128 << 10)) }
@@ -142,9 +139,7 @@ import Testing
         let fixture = try Fixture(seed: 39, files: files, rate: 8 << 20,
                                   faults: #"[{"kind": "ignore_range", "count": -1}]"#, pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull", "--jobs", "1"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull", "--jobs", "1"])
         let log = try fixture.server.log()
         for (path, size) in files {
             let gets = Self.gets(log, path)
@@ -162,9 +157,7 @@ import Testing
                                   faults: #"[{"kind": "none", "count": 3}, {"kind": "status", "status": 429, "retry_after": 2}]"#,
                                   pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull"])
         let log = try fixture.server.log()
         let throttled = try #require(log.first { $0.status == 429 })
         let sent = try #require(throttled.answered)
@@ -201,9 +194,7 @@ import Testing
         let fixture = try Fixture(seed: 36, files: [("A/long.flac", Self.bigSize), ("B/long.flac", Self.bigSize)],
                                   rate: 4 << 20, pull: Self.pull)
         defer { fixture.cleanup() }
-        let r = try fixture.env.run(["pull", "--head-first=64KiB", "--jobs", "2"])
-        #expect(r.status == 0, "stderr: \(r.stderr)")
-        try fixture.env.expectTracksEqual(fixture.library)
+        try Self.pullCompletely(fixture, ["pull", "--head-first=64KiB", "--jobs", "2"])
         let log = try fixture.server.log().sorted { $0.t < $1.t }
         let tailStart = Int64(Self.bigSize - (128 << 10))
         #expect(log.prefix(4).allSatisfy { $0.range == "bytes=0-131071" || $0.rangeStart == tailStart }, "\(log.prefix(4).map(\.range))")

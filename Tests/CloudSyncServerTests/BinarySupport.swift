@@ -143,6 +143,16 @@ final class BinaryEnv: @unchecked Sendable {
 }
 
 extension BinaryEnv {
+    /// A config for `fake` whose listing is in the index (`ls`), and `serve` on it: the environment, the serve
+    /// process (stop it) and its port.
+    static func serving(_ fake: FilesFake) async throws -> (BinaryEnv, ChildProcess, Int) {
+        let env = try BinaryEnv(davURL: fake.davURL)
+        let listed = try env.run(["ls", "--remote", "lib"])
+        guard listed.status == 0 else { throw TestSupportError("ls --remote lib exited \(listed.status): \(listed.stderr)") }
+        let (serve, port) = try await env.serve()
+        return (env, serve, port)
+    }
+
     /// A cache holding only the first `head` bytes of every file of `root`, made the way a user would:
     /// `pull --head-first` against a fake whose every GET from byte `head` on is refused (403), so the pull
     /// ends (exit 1) after its first pass. Returns the fake, still refusing, and the environment.

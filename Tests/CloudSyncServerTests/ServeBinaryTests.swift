@@ -32,11 +32,8 @@ import TestSupport
         let contents = try Self.library([("Album/a.mp3", size), ("Album/b.flac", size)], in: dir)
         let fake = try await FilesFake(root: dir.file("library"), rate: Self.rate)
         defer { fake.stop() }
-        let env = try BinaryEnv(davURL: fake.davURL)
-        let listed = try env.run(["ls", "--remote", "lib"])
-        #expect(listed.status == 0, "\(listed.stderr)")
-        let (serve, port) = try await env.serve()
-        defer { serve.stop() }
+        let (env, serve, port) = try await BinaryEnv.serving(fake)
+        defer { serve.stop(); withExtendedLifetime(env) {} }
 
         // The last 128 bytes (an ID3v1 read) of an uncached track.
         let (tail, tailSeconds) = try await offPool {
@@ -71,11 +68,8 @@ import TestSupport
         let fake = try await FilesFake(root: dir.file("library"),
                                        faults: #"[{"path": "a.flac", "kind": "stall", "after": 40000, "seconds": 40, "count": -1}]"#)
         defer { fake.stop() }
-        let env = try BinaryEnv(davURL: fake.davURL)
-        let listed = try env.run(["ls", "--remote", "lib"])
-        #expect(listed.status == 0, "\(listed.stderr)")
-        let (serve, port) = try await env.serve()
-        defer { serve.stop() }
+        let (env, serve, port) = try await BinaryEnv.serving(fake)
+        defer { serve.stop(); withExtendedLifetime(env) {} }
         // RawClient gives up after 10 s without a byte: well inside the stall.
         let first = try await offPool { try RawClient(port: port).get("/tracks/lib/Album/a.flac", headers: ["Range: bytes=0-1023"]) }
         #expect(first.status == 206)
@@ -120,10 +114,8 @@ import TestSupport
         let contents = try Self.library([("long.flac", size)], in: dir)
         let fake = try await FilesFake(root: dir.file("library"), rate: 2 * Self.rate)
         defer { fake.stop() }
-        let env = try BinaryEnv(davURL: fake.davURL)
-        #expect(try env.run(["ls", "--remote", "lib"]).status == 0)
-        let (serve, port) = try await env.serve()
-        defer { serve.stop() }
+        let (env, serve, port) = try await BinaryEnv.serving(fake)
+        defer { serve.stop(); withExtendedLifetime(env) {} }
 
         // A player reads the whole track; its read-ahead grows into GETs of a chunk (2 MiB).
         let reader = try RawClient(port: port)
