@@ -81,8 +81,10 @@ struct UnsafeMutableRawPointerBox: @unchecked Sendable {
 final class Exchange: @unchecked Sendable {
     let easy: UnsafeMutableRawPointer
     let hostDescription: String
-    /// Method and ``redactedLink(_:)`` of the URL, for messages.
-    let requestDescription: String
+    private let method: String
+    /// Method and ``redactedLink(_:)`` of the URL, for messages: built only when one is (parsing the URL again
+    /// for every request cost ~2.5 % of a small-file pull's user time).
+    var requestDescription: String { "\(method) \(redactedLink(url))" }
     /// The URL asked for (may be signed: never log it whole).
     private let url: URL
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -142,7 +144,7 @@ final class Exchange: @unchecked Sendable {
         self.mode = mode
         self.limiter = options.bandwidth
         hostDescription = request.url.host ?? "<no host>"
-        requestDescription = "\(request.method) \(redactedLink(request.url))"
+        method = request.method
         url = request.url
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
