@@ -202,16 +202,16 @@ import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     p = line.split()
-    if len(p) >= 6: rows.setdefault(p[0], []).append(p)
+    if len(p) == 7: rows.setdefault(p[0], []).append(p)
 gib = float(sys.argv[2])
 print("| tool | wall median (min–max) s | CPU s/GiB | machine CPU s/GiB | peak RSS MiB | runs | failed |")
 print("|---|---|---|---|---|---|---|")
 for label, rs in rows.items():
     walls = [float(r[1]) for r in rs]; cpu = [(float(r[2]) + float(r[3])) / gib for r in rs]
-    machine = [float(r[6]) / gib for r in rs if len(r) > 6]
+    machine = [float(r[6]) / gib for r in rs]
     rss = max(int(r[4]) for r in rs) / 1024; bad = sum(1 for r in rs if r[5] != "0")
     print(f"| {label} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpu):.2f} | "
-          f"{statistics.median(machine) if machine else float('nan'):.2f} | {rss:.1f} | {len(rs)} | {bad} |")
+          f"{statistics.median(machine):.2f} | {rss:.1f} | {len(rs)} | {bad} |")
 PY
 }
 

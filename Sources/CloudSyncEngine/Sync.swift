@@ -503,13 +503,13 @@ public struct Sync: Sendable {
         return report
     }
 
-    /// What a file's fetch slot hands back: a result, or a verified file whose promotion (the cache's group
-    /// commit) is still to be awaited; the slot goes to the next file meanwhile, so a batch that waits for more
-    /// files never holds a transfer back.
+    /// What a file's fetch slot hands back: a result, or a file whose commit to the cache is still to be awaited
+    /// (a verified file's promotion, or a kept head's last checkpoint: both join the cache's group commit); the
+    /// slot goes to the next file meanwhile, so a batch that waits for more files never holds a transfer back.
     private enum Step: Sendable {
         case finished(path: String, result: FileResult)
-        case promoting(path: String, promotion: @Sendable () async throws -> FileResult)
-        case promoted(path: String, result: FileResult)
+        case committing(path: String, commit: @Sendable () async throws -> FileResult)
+        case committed(path: String, result: FileResult)
     }
 
     /// Runs `work` for each file with at most `options.jobs` fetching at once. `work` returns nil to go on to
@@ -521,10 +521,10 @@ public struct Sync: Sendable {
         var fatal: (any Error)?
         await withThrowingTaskGroup(of: Step.self) { group in
             var next = 0
-            // Promotions end in the order they were queued (a group commit's files resume together, their tasks in
+            // Commits end in the order they were queued (a group commit's files resume together, their tasks in
             // any order): each file is reported once those queued before it are.
-            var promoting: [String] = []
-            var promoted: [String: FileResult] = [:]
+            var committing: [String] = []
+            var committed: [String: FileResult] = [:]
             func launch() {
                 guard next < items.count, fatal == nil else { return }
                 let file = items[next]
@@ -545,14 +545,14 @@ public struct Sync: Sendable {
                     case .finished(let path, let result):
                         collect(path, result)
                         launch()
-                    case .promoting(let path, let promotion):
-                        promoting.append(path)
-                        group.addTask { .promoted(path: path, result: try await promotion()) }
+                    case .committing(let path, let commit):
+                        committing.append(path)
+                        group.addTask { .committed(path: path, result: try await commit()) }
                         launch()
-                    case .promoted(let path, let result):
-                        promoted[path] = result
-                        while let first = promoting.first, let result = promoted.removeValue(forKey: first) {
-                            promoting.removeFirst()
+                    case .committed(let path, let result):
+                        committed[path] = result
+                        while let first = committing.first, let result = committed.removeValue(forKey: first) {
+                            committing.removeFirst()
                             events(.fileFinished(remote: remote, path: first, result: result))
                             collect(first, result)
                         }
@@ -567,7 +567,7 @@ public struct Sync: Sendable {
     }
 
     /// One file: open its entry (waiting for another writer without parking a thread), run `work`, then verify
-    /// (refetching once after a hash mismatch) and hand back its promotion.
+    /// (refetching once after a hash mismatch) and hand back its commit.
     private func fetchOne(_ file: RemoteFile, fetcher: FileFetcher,
                           work: @Sendable (FileJob) async throws -> FileResult?) async throws -> Step {
         for attempt in 1 ... 2 {
@@ -583,7 +583,7 @@ public struct Sync: Sendable {
             do {
                 if let partial = try await work(job) {
                     // The kept part's checkpoint joins other files' (one journal commit) with the slot already free.
-                    return .promoting(path: file.path) {
+                    return .committing(path: file.path) {
                         try? await writer.flush()
                         writer.close()
                         return partial
@@ -602,7 +602,7 @@ public struct Sync: Sendable {
                 }
                 throw error
             }
-            return .promoting(path: file.path) {
+            return .committing(path: file.path) {
                 defer { writer.close() }
                 do {
                     try await writer.promote()

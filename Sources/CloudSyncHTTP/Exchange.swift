@@ -414,14 +414,14 @@ final class Exchange: @unchecked Sendable {
     private func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, to sink: any ByteSink) throws {
         let capacity = sink.writeBatchBytes
         if batched > 0 && batched + bytes.count > capacity { try writeBatch(to: sink) }
-        guard bytes.count < capacity, let source = bytes.baseAddress else {
+        guard bytes.count < capacity else {
             try sink.write(bytes, at: offset)
             return
         }
-        if batch == nil { batch = .allocate(byteCount: capacity, alignment: 16) }
-        guard let base = batch?.baseAddress else { return try sink.write(bytes, at: offset) }
+        let buffer = batch ?? .allocate(byteCount: capacity, alignment: 16)
+        batch = buffer
         if batched == 0 { batchOffset = offset }
-        (base + batched).copyMemory(from: source, byteCount: bytes.count)
+        UnsafeMutableRawBufferPointer(rebasing: buffer[batched...]).copyMemory(from: bytes)
         batched += bytes.count
     }
 
