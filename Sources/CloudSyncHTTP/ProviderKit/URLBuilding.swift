@@ -15,16 +15,36 @@ public enum PercentEncoding {
 
     /// `text` with every byte its component does not allow written as `%XX`.
     public static func encode(_ text: some StringProtocol, _ component: Component = .unreserved) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            if allows(byte, component) {
-                out.append(byte)
-            } else {
-                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+        var text = String(text)
+        return text.withUTF8 { encode($0, component) }
+    }
+
+    /// ``encode(_:_:)`` of a `String` without generics (a WebDAV listing and every download URL encode each
+    /// segment of a path).
+    public static func encode(_ text: String, _ component: Component = .unreserved) -> String {
+        var text = text
+        return text.withUTF8 { encode($0, component) }
+    }
+
+    private static func encode(_ bytes: UnsafeBufferPointer<UInt8>, _ component: Component) -> String {
+        var escapes = 0
+        for byte in bytes where !allows(byte, component) { escapes += 1 }
+        if escapes == 0 { return String(decoding: bytes, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: bytes.count + 2 * escapes) { out in
+            var i = 0
+            for byte in bytes {
+                if allows(byte, component) {
+                    out[i] = byte
+                    i += 1
+                } else {
+                    out[i] = UInt8(ascii: "%")
+                    out[i + 1] = hexDigit(byte >> 4)
+                    out[i + 2] = hexDigit(byte & 0x0F)
+                    i += 3
+                }
             }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// `application/x-www-form-urlencoded` (WHATWG URL §5.2) of `fields`: ASCII letters, digits and `*-._` as
@@ -40,7 +60,7 @@ public enum PercentEncoding {
                 case UInt8(ascii: " "):
                     out.append(UInt8(ascii: "+"))
                 default:
-                    out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+                    out += [UInt8(ascii: "%"), hexDigit(byte >> 4), hexDigit(byte & 0x0F)]
                 }
             }
             return String(decoding: out, as: UTF8.self)
@@ -65,7 +85,10 @@ public enum PercentEncoding {
         return String(validating: out, as: UTF8.self)
     }
 
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+    /// The uppercase hex digit of `nibble` (0–15), as RFC 3986 §2.1 recommends.
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
+    }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
@@ -88,7 +111,13 @@ public enum PercentEncoding {
         if isUnreserved(byte) { return true }
         switch component {
         case .unreserved: return false
-        case .pathSegment: return "!$&'()*+,=:@".utf8.contains(byte)
+        case .pathSegment:
+            switch byte {
+            case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+                 UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: "="),
+                 UInt8(ascii: ":"), UInt8(ascii: "@"): return true
+            default: return false
+            }
         }
     }
 }
