@@ -415,16 +415,28 @@ public final class Cache: Sendable {
 
     func row(remote: String, path: String) throws(CacheError) -> IndexRow? {
         try withDatabase { db throws(CacheError) in
-            try db.first("SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND path = ?",
-                         [.text(remote), .text(path)], IndexRow.init)
+            try db.first(Self.rowByPath, [.text(remote), .text(path)], IndexRow.init)
+        }
+    }
+
+    /// The id of the entry at `path` of `remote`, without reading its row (a writer reads it under its lock).
+    func rowID(remote: String, path: String) throws(CacheError) -> Int64? {
+        try withDatabase { db throws(CacheError) in
+            try db.first("SELECT id FROM files WHERE remote = ? AND path = ?", [.text(remote), .text(path)]) { row in
+                row.int(0)
+            }
         }
     }
 
     func row(id: Int64) throws(CacheError) -> IndexRow? {
         try withDatabase { db throws(CacheError) in
-            try db.first("SELECT \(IndexSchema.rowColumns) FROM files WHERE id = ?", [.int(id)], IndexRow.init)
+            try db.first(Self.rowByID, [.int(id)], IndexRow.init)
         }
     }
+
+    /// Built once: every file a pull opens looks its row up (the statement cache is keyed by the text).
+    private static let rowByPath = "SELECT \(IndexSchema.rowColumns) FROM files WHERE remote = ? AND path = ?"
+    private static let rowByID = "SELECT \(IndexSchema.rowColumns) FROM files WHERE id = ?"
 
     func info(_ row: IndexRow) -> CacheEntryInfo {
         CacheEntryInfo(remote: row.remote, file: row.file, state: row.state,

@@ -12,15 +12,15 @@ extension Cache {
     /// The partial file is created at full size (sparse). If the index claims bytes of a partial file that is
     /// gone or has the wrong size, those claims are dropped. Throws `.notFound` for an unknown entry.
     public func openWriter(remote: String, path: String, wait: Bool = false) throws(CacheError) -> EntryWriter {
-        guard let first = try row(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
-        let lock = try EntryLock.acquire(cache: self, id: first.id, wait: wait,
+        guard let id = try rowID(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
+        let lock = try EntryLock.acquire(cache: self, id: id, wait: wait,
                                          busyMessage: "\(remote):\(path) is being downloaded by another cloudsync process. "
                                             + "Try again when it finishes.")
-        // Re-read under the lock: the entry may have changed or gone while we waited.
-        guard var row = try self.row(id: first.id) else {
+        // Read under the lock: the entry may have changed or gone while we waited.
+        guard var row = try self.row(id: id) else {
             throw CacheError(.changed, "\(remote):\(path) was removed from the index while waiting for its lock.", path: path)
         }
-        if try reconcilePromotion(row), let repaired = try self.row(id: first.id) { row = repaired }
+        if try reconcilePromotion(row), let repaired = try self.row(id: id) { row = repaired }
         return try EntryWriter(cache: self, row: row, lock: lock)
     }
 
@@ -169,7 +169,8 @@ public final class EntryWriter: Sendable {
     /// Size of the current version.
     public let size: Int64
     /// The partial file being filled (the engine may re-hash it). Gone after ``complete(expectedHash:verify:)``.
-    public let partialURL: URL
+    /// Built on demand: most writers never need it, and a URL costs more to build than the rest of an open.
+    public var partialURL: URL { cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false) }
 
     private let cache: Cache
     private let id: Int64
@@ -348,7 +349,6 @@ public final class EntryWriter: Sendable {
         if row.state == .complete {
             generation = row.generation
             partialName = Cache.partialName(id: row.id, generation: row.generation)
-            partialURL = cache.root.appendingPathComponent("partial/\(partialName)", isDirectory: false)
             partialDisplay = cache.display("partial/\(partialName)")
             fd = -1
             seal = Mutex(SealState())
@@ -425,7 +425,6 @@ public final class EntryWriter: Sendable {
         }
         self.generation = generation
         partialName = name
-        partialURL = cache.root.appendingPathComponent("partial/\(name)", isDirectory: false)
         let display = cache.display("partial/\(name)")
         partialDisplay = display
         self.fd = fd
