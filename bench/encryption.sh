@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Encryption at rest (#26): the same pull into a plaintext and into an encrypted cache (cache.encrypt = true),
-# interleaved in one run, on a disk filesystem (BENCH_DISK, default /var/tmp) and on tmpfs; then `cloudsync
+# interleaved in one run, on a disk filesystem (disk_dir in lib.sh: as root a fresh journaled ext4 in an image under
+# BENCH_DISK, default /var/tmp) and on tmpfs; then `cloudsync
 # serve` on each of the two caches: time to first byte of a cached track (curl -r 0-0, median of 50) and the
 # throughput of reading every cached track through it (curl, one after another; the median of RUNS interleaved
 # reads, with serve's CPU per GiB). Library: 60 x 8 MiB from nginx WebDAV (--quick: 10 x 1 MiB). The first run
@@ -10,7 +11,7 @@
 # the pace. Prints the ratios encrypted / plaintext, and the cipher's own speed on one core (openssl speed) with
 # the serve ratio it allows one thread; asserts no timing.
 #   usage: bench/encryption.sh [--quick]
-#   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_LIMIT_RATE
+#   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_DISK_IMAGE, BENCH_LIMIT_RATE
 source "$(dirname "$0")/lib.sh"
 need nginx curl
 if [ $QUICK = 1 ]; then count=10 size=$((1 << 20)); else count=60 size=$((8 << 20)); fi
@@ -19,9 +20,10 @@ lib=$WORK/lib; make_lib "$lib" "$count" "$size"
 expect=$(tree_sum "$lib")
 start_nginx "$lib"
 gib=$(python3 -c "print($count * $size / 2**30)")
-disk=${BENCH_DISK:-/var/tmp}
+disk_dir; disk=$DISK_DIR
 failures=0
 { echo "# Encryption at rest: plaintext vs encrypted cache ($(date -u +%F))"; echo; machine_line
+  echo "Disk destination: $DISK_NOTE."
   echo "Library: $count x $((size >> 20)) MiB from nginx WebDAV; runs per mode: $RUNS (interleaved)."; echo; } >"$out"
 
 # pulls WHERE HEADING RATIO-LABEL: a fresh folder under WHERE with a plaintext and an encrypted cache of nginx's

@@ -24,6 +24,7 @@ RESULTS=${BENCH_RESULTS:-$BENCH/results}
 mkdir -p "$RESULTS"
 _pids=()
 _mounts=()
+_images=()  # disk images and folders made by disk_dir, removed at exit
 # stop_pid PID: SIGTERM, then SIGKILL after 1 s (a parent such as a test runner may leave SIGTERM blocked).
 stop_pid() {
     local _
@@ -38,6 +39,7 @@ cleanup() {
     local m
     stop_servers
     for m in "${_mounts[@]:-}"; do [ -n "$m" ] && umount "$m" 2>/dev/null || true; done
+    for m in "${_images[@]:-}"; do [ -n "$m" ] && rm -rf "$m"; done
     [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -224,6 +226,39 @@ print(f"{statistics.median(vals):.4f}" if vals else "nan")
 PY
 }
 
+# disk_dir: sets DISK_DIR to a fresh folder on a disk filesystem for a destination, and DISK_NOTE to a sentence
+# saying what it is (call it as it is, not in $(...): the mount is undone by this shell's cleanup). As root
+# (unless BENCH_DISK_IMAGE=0) it is the root of a fresh ext4 made with mkfs.ext4's defaults, journal included,
+# in an 8 GiB sparse image under BENCH_DISK (default /var/tmp), loop-mounted for this run and
+# removed at exit: a user's disk. Why not BENCH_DISK itself: this machine's root is ext4 without a journal, where
+# ext4 checks every new inode against those deleted in the last 60-300 s (recently_deleted(), skipped when there
+# is a journal), so a run that creates 2,000 files after another tool's 2,000 were deleted spent 20-40 % of its CPU
+# there, by chance of which block groups the inodes fell in (curl and cloudsync alike). Otherwise (not root, no
+# mkfs.ext4, or the mount fails) a folder under BENCH_DISK. Both go at exit.
+disk_dir() {
+    local parent=${BENCH_DISK:-/var/tmp} image mnt
+    if [ "$(id -u)" = 0 ] && [ "${BENCH_DISK_IMAGE:-1}" = 1 ] && command -v mkfs.ext4 >/dev/null 2>&1; then
+        image=$(mktemp "$parent/cloudsync-bench-fs.XXXXXX.img"); mnt=$WORK/disk
+        mkdir -p "$mnt"
+        if truncate -s 8G "$image" && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$image" \
+                && mount -o loop "$image" "$mnt"; then
+            _mounts+=("$mnt"); _images+=("$image")
+            DISK_NOTE="a fresh ext4 with a journal (mkfs.ext4 defaults), an 8 GiB image on $parent ($(fstype "$parent")), loop-mounted"
+            DISK_DIR=$mnt; return 0
+        fi
+        rm -f "$image"
+    fi
+    DISK_NOTE="a folder on $parent ($(fstype "$parent")$(fs_journal "$parent"))"
+    DISK_DIR=$(mktemp -d "$parent/cloudsync-bench-disk.XXXXXX"); _images+=("$DISK_DIR")
+}
+# fs_journal DIR: ", no journal" when DIR is on ext3/ext4 without one (the kernel lists each journal it runs in
+# /proc/fs/jbd2/DEVICE-*), else nothing.
+fs_journal() {
+    case "$(fstype "$1")" in ext3|ext4) ;; *) return 0 ;; esac
+    local dev; dev=$(findmnt -no SOURCE -T "$1" 2>/dev/null) || return 0
+    compgen -G "/proc/fs/jbd2/${dev##*/}-*" >/dev/null || echo ", no journal"
+    return 0
+}
 # fstype DIR: the filesystem DIR is on, as mount names it (ext4, tmpfs; `stat -f` says ext2/ext3 for ext4).
 fstype() { { findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"; } | head -1; }
 machine_line() { echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg); cloudsync $("$BIN" --version 2>/dev/null | head -1)"; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Throughput: cloudsync pull vs rclone copy --transfers 4 and curl --parallel-max 4, same libraries, same loopback
 # servers, in one run, with the destination (cloudsync's cache, the peers' folder) first on a disk filesystem
-# (BENCH_DISK, default /var/tmp: ext4 here) and then on tmpfs (/dev/shm). Every peer is followed by `sync -f` on
+# (as root: a fresh journaled ext4 in an image under BENCH_DISK, default /var/tmp; see disk_dir in lib.sh) and
+# then on tmpfs (/dev/shm). Every peer is followed by `sync -f` on
 # its folder, so it ends with the same durability as a pull (whose tracks are on disk when it exits); every run
 # starts after a `sync -f`, so none pays for the previous one's writeback. Libraries: 200 x 8 MiB, 2000 x 200 KiB,
 # 1 x 1 GiB (--quick: 20 x 1 MiB, 100 x 20 KiB, 1 x 32 MiB). Servers: nginx (plain HTTP for curl, WebDAV dav-ext for
@@ -13,7 +14,8 @@
 # cloudsync with pull.segments = 1 and 4, curl, aria2c -x1 and -x4 -s4, rclone copy --multi-thread-streams 1
 # and 4, first on plain nginx, then on nginx with limit_rate BENCH_LIMIT_RATE (default 50m) per connection.
 #   usage: bench/throughput.sh [--quick] [--segments]
-#   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_LIMIT_RATE, BENCH_SETS (e.g. "200x8MiB 1x1GiB")
+#   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_DISK_IMAGE (0: BENCH_DISK itself), BENCH_LIMIT_RATE,
+#        BENCH_SETS (e.g. "200x8MiB 1x1GiB")
 source "$(dirname "$0")/lib.sh"
 need rclone nginx
 SEGMENTS=0; for arg in "$@"; do [ "$arg" = --segments ] && SEGMENTS=1; done
@@ -95,13 +97,13 @@ if [ -n "${BENCH_SETS:-}" ]; then
     chosen=(); for set in "${sets[@]}"; do case " $BENCH_SETS " in *" ${set%% *} "*) chosen+=("$set") ;; esac; done
     sets=("${chosen[@]}")
 fi
-DISKWORK=$(mktemp -d "${BENCH_DISK:-/var/tmp}/cloudsync-bench-disk.XXXXXX")
-trap 'rm -rf "$DISKWORK"; cleanup' EXIT
+disk_dir; DISKWORK=$DISK_DIR
 places=("$(fstype "$DISKWORK"):$DISKWORK" "$(fstype "$WORK"):$WORK/place")
 mkdir -p "$WORK/place"
 obscured=$(rclone obscure demo-pass)
 failures=0
 { echo "# Throughput ($(date -u +%F))"; echo; machine_line; echo "Runs per tool: $RUNS (interleaved). Destinations: ${places[*]%%:*}; peers end with \`sync -f\`."
+  echo "Disk destination: $DISK_NOTE."
   [ $QUICK = 1 ] && echo "Quick mode: sizes are too small for the ratios to mean anything; it checks that every tool runs and gets the right bytes."; echo; } >"$out"
 
 for set in "${sets[@]}"; do
