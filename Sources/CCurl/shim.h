@@ -1,6 +1,7 @@
 #ifndef CLOUDSYNC_CCURL_SHIM_H
 #define CLOUDSYNC_CCURL_SHIM_H
 #include <curl/curl.h>
+#include <malloc.h>
 
 /* Non-variadic wrappers: Swift cannot call the variadic curl_easy_setopt / curl_easy_getinfo.
    One per argument type; see https://curl.se/libcurl/c/curl_easy_setopt.html */
@@ -24,4 +25,9 @@ static inline CURLMcode cloudsync_curl_multi_setopt_pointer(CURLM *m, CURLMoptio
 static inline CURLcode cloudsync_curl_global_init_all(void) { return curl_global_init(CURL_GLOBAL_ALL); }
 static inline CURLcode cloudsync_curl_unpause(CURL *h) { return curl_easy_pause(h, CURLPAUSE_CONT); }
 static inline size_t cloudsync_curl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
+/* glibc's allocator: keep a freed heap top of up to 4 MiB for reuse, and serve blocks under 1 MiB from the heap
+   (mallopt(3)), so per-transfer buffers are not unmapped and faulted in again. Nonzero when both were taken. */
+static inline int cloudsync_keep_freed_memory(void) {
+    return mallopt(M_TRIM_THRESHOLD, 4 << 20) && mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
 #endif
