@@ -7,8 +7,8 @@ import Synchronization
 /// the allocator setting the transfers need: each allocates and frees a receive buffer (256 KiB, libcurl's), a
 /// write batch (128 KiB) and, in a pull, a start-set read. By default glibc returns a freed heap top over 128 KiB
 /// to the kernel (`madvise`, flushing the TLB of every core) and maps blocks of 128 KiB and more afresh, so every
-/// transfer faulted its buffers in again: 42,000-55,000 minor faults in a pull of 2,000 files of 200 KiB, and
-/// 3,300-3,500 with the heap top kept up to 4 MiB and blocks under 1 MiB from the heap (`mallopt(3)`; peak RSS
+/// transfer faulted its buffers in again: 14,000-60,000 minor faults in a pull of 2,000 files of 200 KiB, and
+/// 3,200-3,500 with the heap top kept up to 4 MiB and blocks under 1 MiB from the heap (`mallopt(3)`; peak RSS
 /// +1.5 MiB). See docs/http.md.
 enum CurlGlobal {
     static let initialized: CURLcode = {
