@@ -11,7 +11,7 @@ public enum Playlist {
     /// carries `?token=` so players can use it as is.
     public static func m3u(_ entries: [CacheEntryInfo], baseURL: String, token: String? = nil) -> String {
         var out = "#EXTM3U\n"
-        let suffix = token.map { "?token=" + TrackPaths.encode($0, keepingSlash: false) } ?? ""
+        let suffix = token.map { "?token=" + PercentEncoding.encode($0) } ?? ""
         for entry in entries {
             let label = TrackLabel(entry)
             out += "#EXTINF:\(label.playlistSeconds),\(label.playlistLine)\n"
@@ -27,7 +27,7 @@ public enum Playlist {
 /// The plain HTML index: remotes and tracks with their cache state. No scripts; every name escaped.
 enum IndexPage {
     static func html(_ entries: [CacheEntryInfo], remotes: [String], unavailable: [String: String], token: String?) -> String {
-        let suffix = token.map { "?token=" + TrackPaths.encode($0, keepingSlash: false) } ?? ""
+        let suffix = token.map { "?token=" + PercentEncoding.encode($0) } ?? ""
         var out = """
         <!DOCTYPE html>
         <html><head><meta charset="utf-8"><title>cloudsync</title></head><body>

@@ -1,7 +1,7 @@
 import CloudSyncCore
 import Foundation
 
-/// Percent-encoding of track URLs and the rules that keep hostile paths out. Tracks are looked up in the
+/// Track URLs (encoded with ``PercentEncoding``) and the rules that keep hostile paths out. Tracks are looked up in the
 /// index by remote and path; no file path is ever built from a URL, but traversal-looking paths are refused
 /// before the lookup anyway.
 public enum TrackPaths {
@@ -11,57 +11,7 @@ public enum TrackPaths {
     /// `/tracks/<remote>/<path>` for an indexed track; the remote name is one encoded segment (a `/` in it
     /// becomes `%2F`), the path keeps its `/` separators.
     public static func urlPath(remote: String, path: String) -> String {
-        "/tracks/" + encode(remote, keepingSlash: false) + "/" + encode(path, keepingSlash: true)
-    }
-
-    /// Percent-encodes everything but RFC 3986 unreserved characters (and `/` when `keepingSlash`).
-    public static func encode(_ text: String, keepingSlash: Bool) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count + 16)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A") ... UInt8(ascii: "Z"), UInt8(ascii: "a") ... UInt8(ascii: "z"), UInt8(ascii: "0") ... UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.append(byte)
-            case UInt8(ascii: "/") where keepingSlash:
-                out.append(byte)
-            default:
-                out.append(UInt8(ascii: "%"))
-                out.append(hexDigits[Int(byte >> 4)])
-                out.append(hexDigits[Int(byte & 0x0F)])
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
-
-    /// Decodes `%XX` escapes (strictly: two hex digits) into UTF-8; nil for a bad escape or invalid UTF-8.
-    /// `+` stays `+` (paths, not forms) unless `plusIsSpace`.
-    static func decode(_ text: Substring, plusIsSpace: Bool = false) -> String? {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.utf8.count)
-        var it = text.utf8.makeIterator()
-        while let b = it.next() {
-            if b == UInt8(ascii: "%") {
-                guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return nil }
-                bytes.append(h << 4 | l)
-            } else if b == UInt8(ascii: "+"), plusIsSpace {
-                bytes.append(0x20)
-            } else {
-                bytes.append(b)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0") ... UInt8(ascii: "9"): c - 48
-        case UInt8(ascii: "a") ... UInt8(ascii: "f"): c - 87
-        case UInt8(ascii: "A") ... UInt8(ascii: "F"): c - 55
-        default: nil
-        }
+        "/tracks/" + PercentEncoding.encode(remote) + "/" + PercentEncoding.encode(path, .path)
     }
 
     /// What a `/tracks/...` target names.
@@ -77,7 +27,8 @@ public enum TrackPaths {
     /// but `.` and `..` segments are refused whether separated by `/` or `\`.
     static func parse(afterPrefix encoded: Substring) -> Parsed {
         guard let slash = encoded.firstIndex(of: "/") else { return .refused }
-        guard let remote = decode(encoded[..<slash]), let path = decode(encoded[encoded.index(after: slash)...]) else {
+        guard let remote = PercentEncoding.decode(encoded[..<slash]),
+              let path = PercentEncoding.decode(encoded[encoded.index(after: slash)...]) else {
             return .malformed
         }
         if remote.isEmpty || path.isEmpty || path.utf8.count > maxPathBytes || remote.utf8.count > 255 { return .refused }
@@ -97,8 +48,9 @@ public enum TrackPaths {
     static func queryItems(_ query: Substring) -> [(String, String)] {
         query.split(separator: "&").compactMap { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = decode(parts[0], plusIsSpace: true) else { return nil }
-            let value = parts.count > 1 ? decode(parts[1], plusIsSpace: true) : ""
+            // A query is a form: `+` is a space (a literal `+` comes as `%2B`).
+            guard let name = PercentEncoding.decode(parts[0].replacing("+", with: " ")) else { return nil }
+            let value = parts.count > 1 ? PercentEncoding.decode(parts[1].replacing("+", with: " ")) : ""
             return value.map { (name, $0) }
         }
     }

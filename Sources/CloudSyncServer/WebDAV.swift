@@ -152,8 +152,8 @@ enum DAVPaths {
     /// `/dav/<remote>/<path>` percent-encoded per RFC 3986 (unreserved characters only, `/` kept in the path);
     /// collections end with `/`.
     static func href(remote: String, path: String, collection: Bool) -> String {
-        var out = prefix + TrackPaths.encode(remote, keepingSlash: false) + "/"
-        if !path.isEmpty { out += TrackPaths.encode(path, keepingSlash: true) + (collection ? "/" : "") }
+        var out = prefix + PercentEncoding.encode(remote) + "/"
+        if !path.isEmpty { out += PercentEncoding.encode(path, .path) + (collection ? "/" : "") }
         return out
     }
 }

@@ -151,6 +151,15 @@ struct URLBuildingTests {
         #expect(PercentEncoding.decode(c.1) == c.0)
     }
 
+    @Test("paths (serve's track URLs) keep / and unreserved characters only", arguments: [
+        ("Artist/Album One/01 Tone [A].mp3", "Artist/Album%20One/01%20Tone%20%5BA%5D.mp3"), ("a+b/c:d@e", "a%2Bb/c%3Ad%40e"),
+        ("Ёлка/東京 🎵.flac", "%D0%81%D0%BB%D0%BA%D0%B0/%E6%9D%B1%E4%BA%AC%20%F0%9F%8E%B5.flac"), ("A-z_0.9~/", "A-z_0.9~/"),
+    ])
+    func path(_ c: (String, String)) {
+        #expect(PercentEncoding.encode(c.0, .path) == c.1)
+        #expect(PercentEncoding.decode(c.1) == c.0)
+    }
+
     @Test("form encoding: letters, digits and *-._ as is, space as +, the rest %XX", arguments: [
         ([("grant_type", "refresh_token"), ("refresh_token", "a/b+c d=&é")], "grant_type=refresh_token&refresh_token=a%2Fb%2Bc+d%3D%26%C3%A9"),
         ([("a*b-c.d_e", "~!'()")], "a*b-c.d_e=%7E%21%27%28%29"), ([("k", "")], "k="), ([], ""),

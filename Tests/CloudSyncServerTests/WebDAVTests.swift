@@ -132,7 +132,7 @@ func percentDecoded(_ text: String) -> String? { text.removingPercentEncoding }
         var folders: [String] = [""]
         var requests = 0
         while let folder = folders.popLast() {
-            let target = "/dav/music/" + (folder.isEmpty ? "" : TrackPaths.encode(folder, keepingSlash: true) + "/")
+            let target = "/dav/music/" + (folder.isEmpty ? "" : PercentEncoding.encode(folder, .path) + "/")
             let response = try await offPool { try Self.propfind(port, target, depth: "1", body: Self.mpdBody) }
             requests += 1
             #expect(response.status == 207)
@@ -161,7 +161,7 @@ func percentDecoded(_ text: String) -> String? { text.removingPercentEncoding }
     @Test func depthPropAllpropPropnameAndErrors() async throws {
         let f = try Self.fixture()
         let port = f.server.port
-        let file = "/dav/music/" + TrackPaths.encode("Spaces and [brackets]/a & b % c + d # e.mp3", keepingSlash: true)
+        let file = "/dav/music/" + PercentEncoding.encode("Spaces and [brackets]/a & b % c + d # e.mp3", .path)
         let c = Checks()
         try await offPool {
             for depth in ["infinity", nil] {
@@ -225,7 +225,7 @@ func percentDecoded(_ text: String) -> String? { text.removingPercentEncoding }
             let range = try RawClient(port: port).get("/dav/music/plain.mp3", headers: ["Range: bytes=10-19"])
             c.expect(range.status == 206)
             c.expect(range.body == f.contents["plain.mp3"]?.subdata(in: 10 ..< 20))
-            let whole = try RawClient(port: port).get("/dav/music/" + TrackPaths.encode("Emoji 🎵/🎧 mix ✨.ogg", keepingSlash: true))
+            let whole = try RawClient(port: port).get("/dav/music/" + PercentEncoding.encode("Emoji 🎵/🎧 mix ✨.ogg", .path))
             c.expect(whole.status == 200)
             c.expect(whole.body == f.contents["Emoji 🎵/🎧 mix ✨.ogg"])
             c.expect(try RawClient(port: port).get("/dav/music/Quotes/.mpdignore").status == 404)
