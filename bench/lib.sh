@@ -24,7 +24,7 @@ RESULTS=${BENCH_RESULTS:-$BENCH/results}
 mkdir -p "$RESULTS"
 _pids=()
 _mounts=()
-_images=()  # disk images and folders made by disk_dir, removed at exit
+_disk_paths=()  # disk images and folders made by disk_dir, removed at exit
 # stop_pid PID: SIGTERM, then SIGKILL after 1 s (a parent such as a test runner may leave SIGTERM blocked).
 stop_pid() {
     local _
@@ -39,7 +39,7 @@ cleanup() {
     local m
     stop_servers
     for m in "${_mounts[@]:-}"; do [ -n "$m" ] && umount "$m" 2>/dev/null || true; done
-    for m in "${_images[@]:-}"; do [ -n "$m" ] && rm -rf "$m"; done
+    for m in "${_disk_paths[@]:-}"; do [ -n "$m" ] && rm -rf "$m"; done
     [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -242,14 +242,14 @@ disk_dir() {
         mkdir -p "$mnt"
         if truncate -s 8G "$image" && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$image" \
                 && mount -o loop "$image" "$mnt"; then
-            _mounts+=("$mnt"); _images+=("$image")
+            _mounts+=("$mnt"); _disk_paths+=("$image")
             DISK_NOTE="a fresh ext4 with a journal (mkfs.ext4 defaults), an 8 GiB image on $parent ($(fstype "$parent")), loop-mounted"
             DISK_DIR=$mnt; return 0
         fi
         rm -f "$image"
     fi
     DISK_NOTE="a folder on $parent ($(fstype "$parent")$(fs_journal "$parent"))"
-    DISK_DIR=$(mktemp -d "$parent/cloudsync-bench-disk.XXXXXX"); _images+=("$DISK_DIR")
+    DISK_DIR=$(mktemp -d "$parent/cloudsync-bench-disk.XXXXXX"); _disk_paths+=("$DISK_DIR")
 }
 # fs_journal DIR: ", no journal" when DIR is on ext3/ext4 without one (the kernel lists each journal it runs in
 # /proc/fs/jbd2/DEVICE-*), else nothing.

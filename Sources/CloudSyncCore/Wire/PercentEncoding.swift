@@ -60,7 +60,9 @@ public enum PercentEncoding {
                 case UInt8(ascii: " "):
                     out.append(UInt8(ascii: "+"))
                 default:
-                    out += [UInt8(ascii: "%"), hexDigit(byte >> 4), hexDigit(byte & 0x0F)]
+                    out.append(UInt8(ascii: "%"))
+                    out.append(hexDigit(byte >> 4))
+                    out.append(hexDigit(byte & 0x0F))
                 }
             }
             return String(decoding: out, as: UTF8.self)
@@ -99,7 +101,7 @@ public enum PercentEncoding {
         }
     }
 
-    static func isUnreserved(_ byte: UInt8) -> Bool {
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
              UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
