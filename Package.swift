@@ -33,7 +33,7 @@ let package = Package(
         /// The shared on-disk cache: sparse partial files, SQLite range index, eviction, locks.
         .target(name: "CloudSyncCache", dependencies: ["CloudSyncCore", "CSQLite", "CCrypto"]),
         /// Pure audio-format knowledge over byte ranges: start sets, tags and durations (MP3, AAC, FLAC, MP4, Ogg, WAV, AIFF).
-        .target(name: "CloudSyncAudio"),
+        .target(name: "CloudSyncAudio", dependencies: ["CloudSyncCore"]),
 
         /// Dropbox API v2 adapter.
         .target(name: "Dropbox", dependencies: ["CloudSyncCore", "CloudSyncHTTP"], path: "Providers/Dropbox"),

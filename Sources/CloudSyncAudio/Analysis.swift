@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// A ``StartSetPolicy`` with every value made sensible (see the policy's doc comment).
 struct Limits {
     let headSeconds: Double
@@ -28,7 +30,7 @@ struct Layout {
     var byteRate: Double?
     /// Ranges players read besides `[0, audioStart)`, the head of the audio and the tail: trailing tags, a `moov`
     /// after `mdat`, chunk headers after the audio, the last Ogg page.
-    var keep = RangeSet<Int64>()
+    var keep = ByteRanges()
     var info: TrackInfo
 }
 
@@ -37,7 +39,7 @@ enum Walk {
     /// The structure is understood.
     case layout(Layout)
     /// Going on needs these bytes (at least one of them not present).
-    case need(RangeSet<Int64>)
+    case need(ByteRanges)
     /// Not this format, or a structure that contradicts itself or the file: the fallback, labelled `format`.
     case notUnderstood(AudioFormat)
 }
@@ -54,21 +56,21 @@ struct Analysis {
     /// The bytes from `offset` that belong to the start set anyway when `offset` is still before the first audio
     /// byte (the audio part, with room to find the first frame): asking for them together with metadata that ends
     /// at `offset` saves a round and costs nothing extra.
-    func lookahead(_ offset: Int64) -> RangeSet<Int64> {
+    func lookahead(_ offset: Int64) -> ByteRanges {
         let span = max(limits.minimumAudioBytes, 64 << 10).adding(64 << 10) ?? Int64.max
         let range = window.clamped(at: offset, count: span)
-        return RangeSet(checked: range.lowerBound, range.upperBound)
+        return ByteRanges(checked: range.lowerBound, range.upperBound)
     }
 
     /// `[offset, offset + count)` clamped to the file, as a set.
-    func span(_ offset: Int64, _ count: Int64) -> RangeSet<Int64> {
+    func span(_ offset: Int64, _ count: Int64) -> ByteRanges {
         let range = window.clamped(at: offset, count: count)
-        return RangeSet(checked: range.lowerBound, range.upperBound)
+        return ByteRanges(checked: range.lowerBound, range.upperBound)
     }
 
     /// The tail every start set keeps: `[size - tailBytes, size)`.
-    var tail: RangeSet<Int64> {
-        RangeSet(checked: max(0, size - limits.tailBytes), size)
+    var tail: ByteRanges {
+        ByteRanges(checked: max(0, size - limits.tailBytes), size)
     }
 }
 
@@ -84,12 +86,12 @@ extension StartSetAnalyzer {
             audioPart = seconds < Double(size) ? max(audioPart, Int64(seconds)) : size
         }
         let headEnd = min(size, layout.audioStart.adding(audioPart) ?? size)
-        var ranges = RangeSet(checked: 0, headEnd)
+        var ranges = ByteRanges(checked: 0, headEnd)
         ranges.formUnion(analysis.tail)
         ranges.formUnion(layout.keep.clamped(to: size))
         ranges.formUnion(analysis.window.touched)
         ranges.fillGaps(shorterThan: limits.mergeGapBytes)
-        guard ranges.totalLength <= limits.maxStartSetBytes else { return nil }
+        guard ranges.byteCount <= limits.maxStartSetBytes else { return nil }
         return StartSet(format: layout.format, ranges: ranges, audioStart: layout.audioStart, isFallback: false,
                         info: layout.info)
     }
@@ -100,7 +102,7 @@ extension StartSetAnalyzer {
         let size = analysis.size
         let limits = analysis.limits
         let tailLength = min(size, limits.tailBytes, limits.maxStartSetBytes)
-        var ranges = RangeSet(checked: size - tailLength, size)
+        var ranges = ByteRanges(checked: size - tailLength, size)
         let headLength = min(size, limits.probeBytes, max(0, limits.maxStartSetBytes - tailLength))
         ranges.insert(contentsOf: 0..<headLength)
         var info = TrackInfo()
@@ -118,10 +120,10 @@ extension StartSetAnalyzer {
 /// A window's bytes seen only where they are inside `allowed`: the fallback reads its tags through it.
 private struct Restricted: AudioBytes {
     let base: ByteWindow
-    let present: RangeSet<Int64>
+    let present: ByteRanges
     var size: Int64 { base.size }
 
-    init(_ base: ByteWindow, to allowed: RangeSet<Int64>) {
+    init(_ base: ByteWindow, to allowed: ByteRanges) {
         self.base = base
         present = base.present.intersection(allowed)
     }

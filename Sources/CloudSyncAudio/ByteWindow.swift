@@ -1,12 +1,14 @@
+import CloudSyncCore
+
 /// The reads of one analysis over an ``AudioBytes``: only present bytes are ever read, and every range read is
 /// remembered, so the analyzer can put each byte its parsers looked at into the start set (tags are then read
 /// from the start set by construction, never from bytes outside it).
 struct ByteWindow {
     let size: Int64
-    let present: RangeSet<Int64>
+    let present: ByteRanges
     private let source: any AudioBytes
     /// Every range read so far.
-    private(set) var touched = RangeSet<Int64>()
+    private(set) var touched = ByteRanges()
 
     init(_ source: any AudioBytes) {
         self.source = source
@@ -172,23 +174,7 @@ extension Int64 {
     }
 }
 
-extension RangeSet where Bound == Int64 {
-    /// Total bytes covered.
-    var totalLength: Int64 {
-        ranges.reduce(0) { $0 &+ ($1.upperBound - $1.lowerBound) }
-    }
-
-    /// Whether every byte of `range` is covered (an empty range always is).
-    func containsAll(_ range: Range<Int64>) -> Bool {
-        if range.isEmpty { return true }
-        return ranges.contains { $0.lowerBound <= range.lowerBound && range.upperBound <= $0.upperBound }
-    }
-
-    /// The set clamped to `0..<size`.
-    func clamped(to size: Int64) -> RangeSet<Int64> {
-        intersection(RangeSet(0..<Swift.max(0, size)))
-    }
-
+extension ByteRanges {
     /// Covers every hole between two ranges that is shorter than `length` bytes.
     mutating func fillGaps(shorterThan length: Int64) {
         guard length > 0 else { return }
@@ -197,11 +183,5 @@ extension RangeSet where Bound == Int64 {
             holes.append(a.upperBound..<b.lowerBound)
         }
         for hole in holes { insert(contentsOf: hole) }
-    }
-
-    /// A set of one range, or empty when the range is empty or inverted.
-    init(checked lower: Int64, _ upper: Int64) {
-        self.init()
-        if lower < upper { insert(contentsOf: lower..<upper) }
     }
 }

@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// RIFF/WAVE (with RF64/BW64's `ds64` sizes) and AIFF/AIFF-C share a shape: a header, then chunks of an id, a
 /// size and a body padded to even length, one of which holds the audio. Readers (ffmpeg among them) read the
 /// chunk headers after the audio too (LIST/INFO, `id3 `, `ID3 `), so the start set keeps every chunk header
@@ -35,12 +37,12 @@ enum Chunks {
     struct Result {
         var audio: Chunk?
         var bodies: [String: [UInt8]] = [:]
-        var keep = RangeSet<Int64>()
+        var keep = ByteRanges()
     }
 
     enum Outcome {
         case walked(Result)
-        case need(RangeSet<Int64>)
+        case need(ByteRanges)
         case invalid
     }
 
@@ -51,7 +53,7 @@ enum Chunks {
         let size = analysis.size
         var offset = walker.first
         var result = Result()
-        var need = RangeSet<Int64>()
+        var need = ByteRanges()
         for _ in 0..<maximumChunks {
             guard offset <= size - 8 else { break }
             guard let header = analysis.window.view(at: offset, count: 8), let id = header.fourCC(0),
@@ -169,7 +171,7 @@ struct MemoryBytes: AudioBytes {
     let data: [UInt8]
     init(_ data: [UInt8]) { self.data = data }
     var size: Int64 { Int64(data.count) }
-    var present: RangeSet<Int64> { RangeSet(checked: 0, size) }
+    var present: ByteRanges { ByteRanges(checked: 0, size) }
     func bytes(in range: Range<Int64>) -> [UInt8]? {
         guard range.lowerBound >= 0, range.upperBound <= size else { return nil }
         return Array(data[Int(range.lowerBound)..<Int(range.upperBound)])

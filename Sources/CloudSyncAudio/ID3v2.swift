@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// ID3v2.2, 2.3 and 2.4 (id3.org's informal standards): tag headers and sizes (footer flag, several tags in a
 /// row), and the text frames of interest, with every text encoding, unsynchronisation (whole tag in 2.2/2.3, per
 /// frame in 2.4) and extended headers. Frames are skipped by their size; pictures (APIC/PIC) are never read.
@@ -21,7 +23,7 @@ enum ID3v2 {
         /// The tags (each wholly present and parsed) and the first byte after the last one.
         case chain([Tags], end: Int64)
         /// A tag's header is present but not all of its bytes.
-        case need(RangeSet<Int64>)
+        case need(ByteRanges)
         /// "ID3" with a header that cannot be one, or a tag that runs past the end of the file.
         case hostile
     }
@@ -52,7 +54,7 @@ enum ID3v2 {
             guard let header = header(view, 0, offset: offset) else { return tags.isEmpty ? .hostile : .chain(tags, end: offset) }
             guard header.end <= analysis.size else { return .hostile }
             guard analysis.window.has(offset..<header.end) else {
-                var need = RangeSet(offset..<header.end)
+                var need = ByteRanges(offset..<header.end)
                 need.formUnion(analysis.lookahead(header.end))
                 return .need(need)
             }

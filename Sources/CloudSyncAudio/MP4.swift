@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// ISO base media / QuickTime files (M4A, M4B, MP4, ALAC): the top-level atoms are walked header by header
 /// (`free`/`wide`/`skip`, 64-bit `largesize`, size 0 = to the end of the file), the whole `moov` is read wherever
 /// it is (before or after `mdat`), and from it the audio track's duration (`mdhd`, else `mvhd`), sample entry,
@@ -19,7 +21,7 @@ enum MP4 {
 
     enum AtomRead {
         case atom(Atom)
-        case absent(RangeSet<Int64>)
+        case absent(ByteRanges)
         case invalid
     }
 
@@ -27,7 +29,7 @@ enum MP4 {
     static func atom(_ window: inout ByteWindow, at offset: Int64, limit: Int64) -> AtomRead {
         guard offset <= limit - 8 else { return .invalid }
         guard let head = window.view(at: offset, count: 8) else {
-            return .absent(RangeSet(checked: offset, min(limit, offset + 16)))
+            return .absent(ByteRanges(checked: offset, min(limit, offset + 16)))
         }
         guard let size32 = head.u32be(0), let type = head.fourCC(4) else { return .invalid }
         var headerLength: Int64 = 8
@@ -37,7 +39,7 @@ enum MP4 {
         case 1:
             guard offset <= limit - 16 else { return .invalid }
             guard let large = window.view(at: offset + 8, count: 8) else {
-                return .absent(RangeSet(checked: offset, offset + 16))
+                return .absent(ByteRanges(checked: offset, offset + 16))
             }
             guard let value = large.u64be(0), let exact = Int64(exactly: value) else { return .invalid }
             headerLength = 16
@@ -51,10 +53,10 @@ enum MP4 {
     static func walk(_ analysis: inout Analysis) -> Walk {
         let size = analysis.size
         var offset: Int64 = 0
-        var keep = RangeSet<Int64>()
+        var keep = ByteRanges()
         var moov: Atom?
         var mdat: Atom?
-        var need = RangeSet<Int64>()
+        var need = ByteRanges()
         for _ in 0..<maximumTopLevelAtoms {
             guard offset < size else { break }
             switch atom(&analysis.window, at: offset, limit: size) {
@@ -89,7 +91,7 @@ enum MP4 {
         if !need.isEmpty { return .need(need) }
         guard let moov, let mdat else { return .notUnderstood(.mp4) }
         keep.insert(contentsOf: moov.offset..<moov.end)
-        guard let bytes = analysis.window.bytes(moov.body) else { return .need(RangeSet(moov.offset..<moov.end)) }
+        guard let bytes = analysis.window.bytes(moov.body) else { return .need(ByteRanges(moov.offset..<moov.end)) }
         var movie = Movie()
         var visits = 0
         movie.read(ByteView(bytes), 0..<bytes.count, path: ["moov"], depth: 1, visits: &visits)

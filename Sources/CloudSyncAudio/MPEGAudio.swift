@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// One MPEG-1/2/2.5 Layer III frame header.
 struct MPEGFrame: Equatable {
     /// 1 for MPEG-1, 2 for MPEG-2, 25 for MPEG-2.5.
@@ -174,7 +176,7 @@ enum MPEGAudio {
         tags.fill(from: trailing.id3v1 ?? Tags())
         let info = tags.info(durationSeconds: duration, sampleRate: first.sampleRate, channels: first.channels,
                              byteRate: byteRate)
-        var keep = RangeSet<Int64>()
+        var keep = ByteRanges()
         if !trailing.region.isEmpty { keep.insert(contentsOf: trailing.region) }
         return .layout(Layout(format: format, audioStart: audioStart, byteRate: byteRate, keep: keep, info: info))
     }

@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// Ogg (RFC 3533) carrying Vorbis, Opus or FLAC: the header pages (identification, comments however many
 /// megabytes, Vorbis setup, FLAC metadata blocks) up to the first audio page, and the last page for the duration
 /// (its granule position: samples, or for Opus 48 kHz samples including the pre-skip). Other logical streams in
@@ -153,11 +155,11 @@ enum Ogg {
                 let payload = headers?.remainingEstimate ?? (8 << 10)
                 let pages = payload / (255 * 255) + 2
                 let estimate = payload + pages * (27 + 255)
-                var need = RangeSet(missing)
+                var need = ByteRanges(missing)
                 need.formUnion(analysis.span(offset, estimate))
                 need.formUnion(analysis.lookahead(offset.adding(estimate) ?? size))
                 // And where the last page will be looked for, which is needed anyway.
-                need.formUnion(RangeSet(checked: max(0, size - maximumPageSize), size))
+                need.formUnion(ByteRanges(checked: max(0, size - maximumPageSize), size))
                 return .need(need)
             case .page(let page, let bytes):
                 if headers == nil, page.isFirst, let codec = codec(bytes, page.headerLength) {
@@ -186,7 +188,7 @@ enum Ogg {
         guard let headers, let audioStart else { return .notUnderstood(.ogg) }
 
         // The last page, as a reader finds it: syncing within the last maximumPageSize bytes.
-        let tail = RangeSet(checked: max(audioStart, size - maximumPageSize), size)
+        let tail = ByteRanges(checked: max(audioStart, size - maximumPageSize), size)
         var keep = tail
         guard tail.ranges.allSatisfy({ analysis.window.has($0) }) else { return .need(tail) }
         let id = ByteView(headers.identification)
@@ -209,7 +211,7 @@ enum Ogg {
             }
         }
         if let last = lastGranule(&analysis.window, within: tail.ranges.first ?? size..<size, serial: headers.serial) {
-            keep.formUnion(RangeSet(last.range))
+            keep.formUnion(ByteRanges(last.range))
             if let rate = sampleRate, rate > 0 {
                 let samples = last.granule - preSkip
                 if samples > 0 { duration = Double(samples) / Double(headers.codec == .opus ? 48000 : rate) }

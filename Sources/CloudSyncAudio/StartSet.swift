@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// The container or stream format of an audio file, as its bytes say (not its name).
 public enum AudioFormat: String, Sendable, Codable, CaseIterable {
     /// MPEG-1/2/2.5 Layer III frames, possibly behind ID3v2 tags.
@@ -59,7 +61,7 @@ public protocol AudioBytes {
     /// The size of the whole file in bytes.
     var size: Int64 { get }
     /// Ranges present now.
-    var present: RangeSet<Int64> { get }
+    var present: ByteRanges { get }
     /// The bytes of `range` (clamped by the caller to 0..<size), or nil when any byte of it is not present.
     func bytes(in range: Range<Int64>) -> [UInt8]?
 }
@@ -68,7 +70,7 @@ public protocol AudioBytes {
 public struct StartSet: Sendable, Hashable {
     public var format: AudioFormat
     /// Byte ranges to keep (within `0..<size`): the start set.
-    public var ranges: RangeSet<Int64>
+    public var ranges: ByteRanges
     /// Offset of the first audio byte (after leading metadata), when the structure was understood.
     public var audioStart: Int64?
     /// True when the structure was not understood (unknown format, hostile or truncated header): `ranges` is
@@ -77,7 +79,7 @@ public struct StartSet: Sendable, Hashable {
     /// Tags and stream facts, read only from bytes inside `ranges`.
     public var info: TrackInfo
 
-    public init(format: AudioFormat, ranges: RangeSet<Int64>, audioStart: Int64?, isFallback: Bool, info: TrackInfo) {
+    public init(format: AudioFormat, ranges: ByteRanges, audioStart: Int64?, isFallback: Bool, info: TrackInfo) {
         self.format = format
         self.ranges = ranges
         self.audioStart = audioStart
@@ -86,13 +88,13 @@ public struct StartSet: Sendable, Hashable {
     }
 
     /// How many bytes the start set keeps (the sum of `ranges`).
-    public var byteCount: Int64 { ranges.totalLength }
+    public var byteCount: Int64 { ranges.byteCount }
 }
 
 /// One step of the analysis of a track.
 public enum StartSetStep: Sendable, Hashable {
     /// Fetch these ranges (those not yet present), then call `analyze` again with `round + 1`. Always contains at
     /// least one byte not present.
-    case need(RangeSet<Int64>)
+    case need(ByteRanges)
     case done(StartSet)
 }

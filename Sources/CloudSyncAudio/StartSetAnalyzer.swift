@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// Computes the start set of a track (the bytes a player needs to start it and to know it) from the bytes present,
 /// in a few rounds of "fetch these ranges, then look again". Pure: no I/O, no state between calls.
 ///
@@ -13,11 +15,11 @@
 /// `ranges` (every byte an analysis reads becomes part of the start set).
 public enum StartSetAnalyzer {
     /// The first request(s) of a track: `[0, min(size, probeBytes)) ∪ [max(0, size - tailBytes), size)`.
-    public static func initialRanges(size: Int64, policy: StartSetPolicy) -> RangeSet<Int64> {
+    public static func initialRanges(size: Int64, policy: StartSetPolicy) -> ByteRanges {
         let limits = Limits(policy)
         let size = max(0, size)
-        var ranges = RangeSet(checked: 0, min(size, limits.probeBytes))
-        ranges.formUnion(RangeSet(checked: max(0, size - limits.tailBytes), size))
+        var ranges = ByteRanges(checked: 0, min(size, limits.probeBytes))
+        ranges.formUnion(ByteRanges(checked: max(0, size - limits.tailBytes), size))
         return ranges
     }
 
@@ -33,7 +35,7 @@ public enum StartSetAnalyzer {
                                 hint: FormatHint.from(name: name, mimeType: mimeType))
         let size = analysis.size
         guard size > 0 else {
-            return .done(StartSet(format: analysis.hint ?? .unknown, ranges: RangeSet(), audioStart: nil,
+            return .done(StartSet(format: analysis.hint ?? .unknown, ranges: ByteRanges(), audioStart: nil,
                                   isFallback: true, info: TrackInfo()))
         }
         switch walk(&analysis) {
@@ -46,7 +48,7 @@ public enum StartSetAnalyzer {
             var afterwards = wanted
             afterwards.formUnion(initialRanges(size: size, policy: policy))
             guard round < limits.maxRounds, !missing.isEmpty,
-                  afterwards.totalLength <= limits.maxStartSetBytes
+                  afterwards.byteCount <= limits.maxStartSetBytes
             else { return .done(fallback(detectedFormat(&analysis), analysis)) }
             return .need(missing)
         case .notUnderstood(let format):

@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// Tags at the end of a file (MP3, AAC, and the fallback's formats such as APE, WavPack, Musepack): ID3v1/1.1
 /// (the last 128 bytes), APEv2 (a 32-byte footer, an optional header) and Lyrics3v2 (bounded by "LYRICSBEGIN" and
 /// a size with "LYRICS200"), in any order before the ID3v1 tag. Players read all of them, so the start set keeps
@@ -12,7 +14,7 @@ enum TrailingTags {
 
     enum Result {
         case tags(Found)
-        case need(RangeSet<Int64>)
+        case need(ByteRanges)
     }
 
     /// The most APE items read; the most bytes of an APE key.
@@ -47,7 +49,7 @@ enum TrailingTags {
                     guard start >= floor else { break }
                     let items = (end - Int64(tagSize))..<(end - 32)
                     // With the tag, the footer-sized bytes before it: where the next tag's end would be.
-                    guard analysis.window.has(start..<end) else { return .need(RangeSet(max(floor, start - 32)..<end)) }
+                    guard analysis.window.has(start..<end) else { return .need(ByteRanges(max(floor, start - 32)..<end)) }
                     if found.ape == nil { found.ape = ape(&analysis.window, items: items, count: Int(count)) }
                     end = start
                     continue
@@ -62,7 +64,7 @@ enum TrailingTags {
                     let start = end - 15 - Int64(length)
                     guard start >= floor, length >= 11 else { break }
                     guard let begin = analysis.window.view(at: start, count: 11) else {
-                        return .need(RangeSet(max(floor, start - 32)..<end))
+                        return .need(ByteRanges(max(floor, start - 32)..<end))
                     }
                     guard begin.matches(0, "LYRICSBEGIN") else { break }
                     end = start

@@ -40,7 +40,7 @@ public struct CacheEntryInfo: Sendable, Hashable {
     public var pinned: Bool
     public var lastAccess: Date
     /// The start set of the current version (what a player needs to start and know the track), once analysed.
-    public var startSet: RangeSet<Int64>?
+    public var startSet: ByteRanges?
     /// The start set is known and every byte of it is present (always true when complete): the track starts at once.
     public var headPresent: Bool
     /// When this version was first listed.

@@ -246,7 +246,7 @@ extension Cache {
 
     /// Copies the plaintext of `ranges` from `source` into `target` (each in its own form), 1 MiB at a time. A
     /// sealed target takes whole blocks only: give it ranges widened or narrowed to blocks.
-    func copyPlaintext(_ ranges: RangeSet<Int64>, from source: EntryFile, to target: EntryFile) throws(CacheError) {
+    func copyPlaintext(_ ranges: ByteRanges, from source: EntryFile, to target: EntryFile) throws(CacheError) {
         let step: Int64 = 1 << 20
         for range in ranges.ranges {
             var at = range.lowerBound
@@ -302,7 +302,7 @@ extension Cache {
         guard let row = try? self.row(id: first.id), row.state != .missing else { return false }
         let layout = SealedLayout(plainSize: row.file.size)
         let damaged = layout.map { $0.aligned(bytes) } ?? bytes
-        var kept = row.state == .complete ? RangeSet(0 ..< row.file.size) : row.ranges
+        var kept = row.state == .complete ? ByteRanges(0 ..< row.file.size) : row.ranges
         kept.remove(contentsOf: damaged)
         let head = row.startSet.map { kept.isSuperset(of: $0) } ?? false
         do {
@@ -445,7 +445,7 @@ extension Cache {
             }
         }
         let complete = row.state == .complete
-        let present = complete ? RangeSet(0 ..< row.file.size) : row.ranges
+        let present = complete ? ByteRanges(0 ..< row.file.size) : row.ranges
         var carried = present
         if sealing, let layout = SealedLayout(plainSize: row.file.size) { carried = layout.wholeBlocks(in: present) }
         let newGeneration = row.generation + 1

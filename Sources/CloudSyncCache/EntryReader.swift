@@ -55,7 +55,7 @@ public final class EntryReader: Sendable {
         var sealer: Sealer?
         /// `fd` is a complete copy of this version.
         var fdComplete = false
-        var present = RangeSet<Int64>()
+        var present = ByteRanges()
         var closed = false
     }
 
@@ -69,23 +69,23 @@ public final class EntryReader: Sendable {
         generation = row.generation
         localPath = row.localPath
         opened = row
-        state = Mutex(State(present: row.state == .complete ? RangeSet(0..<row.file.size) : row.ranges))
+        state = Mutex(State(present: row.state == .complete ? ByteRanges(0..<row.file.size) : row.ranges))
     }
 
     deinit { close() }
 
     /// Byte ranges present now, re-read from the index. Throws `.changed` if the file changed or was removed.
-    public func presentRanges() throws(CacheError) -> RangeSet<Int64> {
+    public func presentRanges() throws(CacheError) -> ByteRanges {
         let row = try cache.row(id: id)
-        return try state.withLock { (s: inout State) throws(CacheError) -> RangeSet<Int64> in
+        return try state.withLock { (s: inout State) throws(CacheError) -> ByteRanges in
             guard let row, row.file.fingerprint == file.fingerprint else { throw changed() }
             if s.fdComplete {
-                s.present = RangeSet(0 ..< file.size)
+                s.present = ByteRanges(0 ..< file.size)
             } else if row.generation == generation {
                 if row.state == .complete {
                     // Promoted: the partial's inode became the track, so an open descriptor now holds it all.
                     if s.fd >= 0 { s.fdComplete = true }
-                    s.present = RangeSet(0 ..< file.size)
+                    s.present = ByteRanges(0 ..< file.size)
                 } else {
                     s.present = row.ranges
                 }
@@ -148,7 +148,7 @@ public final class EntryReader: Sendable {
         if let bad = error.damagedBytes { cache.dropDamaged(remote: remote, path: file.path, bytes: bad) }
         state.withLock { s in
             s.fdComplete = false
-            s.present = RangeSet()
+            s.present = ByteRanges()
         }
         return error
     }
@@ -215,7 +215,7 @@ public final class EntryReader: Sendable {
             }
             s.fd = track
             s.fdComplete = true
-            s.present = RangeSet(0 ..< file.size)
+            s.present = ByteRanges(0 ..< file.size)
             return (track, s.sealer)
         }
     }

@@ -186,10 +186,10 @@ public final class EntryWriter: Sendable {
     private let lock: Mutex<EntryLock?>
 
     private struct Pending {
-        var ranges = AppendingRanges()
+        var ranges = ByteRanges()
         /// What the index holds (a copy of `Durable.committed`, updated in the same step as `ranges`), so that
         /// present ranges are read without waiting for a checkpoint in progress.
-        var committed: RangeSet<Int64>
+        var committed: ByteRanges
         var bytesSinceCheckpoint: Int64 = 0
         /// Bytes of the checkpoint running now (its snapshot), durable once it ends.
         var checkpointing: Int64 = 0
@@ -207,12 +207,12 @@ public final class EntryWriter: Sendable {
     }
 
     private struct Durable {
-        var committed: RangeSet<Int64>
+        var committed: ByteRanges
         var completed: Bool
         /// The partial file's descriptor was closed (``close()``): a queued checkpoint finds nothing to do.
         var closed = false
         /// The start set, once known: a commit that covers it marks the entry `head`.
-        var startSet: RangeSet<Int64>?
+        var startSet: ByteRanges?
         /// The entity tag the present bytes were served under.
         var validator: String?
         /// The tags (the engine's JSON) and duration read from the start set.
@@ -266,7 +266,7 @@ public final class EntryWriter: Sendable {
         var prefix: Int64 = 0
         /// Pieces ahead of the prefix: their plaintext at their place in the block, and where they are (file offsets).
         var ahead: [UInt8]?
-        var others: RangeSet<Int64>?
+        var others: ByteRanges?
         let stream: SealStream
 
         init(sealer: Sealer, index: Int64, block: Range<Int64>, reusing spare: [UInt8]?) {
@@ -278,8 +278,8 @@ public final class EntryWriter: Sendable {
         }
 
         /// Which bytes of the block arrived (file offsets).
-        var filled: RangeSet<Int64> {
-            var all = others ?? RangeSet()
+        var filled: ByteRanges {
+            var all = others ?? ByteRanges()
             if prefix > 0 { all.insert(contentsOf: start ..< start + prefix) }
             return all
         }
@@ -296,7 +296,7 @@ public final class EntryWriter: Sendable {
                 var held = ahead ?? [UInt8](repeating: 0, count: Int(count))
                 held.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: Int(offset - start)).copyMemory(from: piece.baseAddress!, byteCount: piece.count) }
                 ahead = held
-                var set = others ?? RangeSet()
+                var set = others ?? ByteRanges()
                 set.insert(contentsOf: offset ..< upper)
                 others = set
                 return
@@ -353,8 +353,8 @@ public final class EntryWriter: Sendable {
             fd = -1
             seal = Mutex(SealState())
             sealedLayout = nil
-            pending = Mutex(Pending(committed: RangeSet(0..<row.file.size)))
-            durable = Mutex(Durable(committed: RangeSet(0..<row.file.size), completed: true,
+            pending = Mutex(Pending(committed: ByteRanges(0..<row.file.size)))
+            durable = Mutex(Durable(committed: ByteRanges(0..<row.file.size), completed: true,
                                     startSet: row.startSet, validator: row.validator))
             return
         }
@@ -394,7 +394,7 @@ public final class EntryWriter: Sendable {
                 generation = try cache.retireGeneration(id: row.id, generation: generation)
                 _ = unlinkat(cache.partialFD, name, 0)
                 name = Cache.partialName(id: row.id, generation: generation)
-                committed = RangeSet()
+                committed = ByteRanges()
             }
             fd = try cache.fs.openFile(name, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
                                        display: cache.display("partial/\(name)"))
@@ -457,20 +457,20 @@ public final class EntryWriter: Sendable {
     deinit { close() }
 
     /// Bytes present on disk: committed to the index or written and pending.
-    public func presentRanges() -> RangeSet<Int64> {
+    public func presentRanges() -> ByteRanges {
         pending.withLock { p in
             // Most calls find one side empty (a file shorter than a checkpoint, or all of it checkpointed).
-            if p.committed.isEmpty { return p.ranges.set }
+            if p.committed.isEmpty { return p.ranges }
             if p.ranges.isEmpty { return p.committed }
             var all = p.committed
-            all.formUnion(p.ranges.set)
+            all.formUnion(p.ranges)
             return all
         }
     }
 
     /// Byte ranges still to fetch, in order: neither on disk nor (encrypted entry) waiting in memory for the rest
     /// of their block.
-    public func missingRanges() -> RangeSet<Int64> {
+    public func missingRanges() -> ByteRanges {
         var have = presentRanges()
         if sealedLayout != nil {
             seal.withLock { s in
@@ -517,7 +517,7 @@ public final class EntryWriter: Sendable {
         }
         if bytes.isEmpty { return }
         pending.withLock {
-            $0.ranges.insert(offset..<end)
+            $0.ranges.insert(contentsOf: offset..<end)
             $0.bytesSinceCheckpoint += Int64(bytes.count)
             $0.verified = false
         }
@@ -558,7 +558,7 @@ public final class EntryWriter: Sendable {
                               io: cache.io, display: partialDisplay, cacheRoot: cache.rootPath)
                 if s.spare.count < 2 { s.spare.append(gathering.sealed) }
                 pending.withLock {
-                    $0.ranges.insert(block)
+                    $0.ranges.insert(contentsOf: block)
                     $0.bytesSinceCheckpoint += Int64(block.count)
                     $0.verified = false
                 }
@@ -621,7 +621,7 @@ public final class EntryWriter: Sendable {
                 p.checkpointing = p.bytesSinceCheckpoint
                 p.bytesSinceCheckpoint = 0
                 p.lastCheckpoint = .now
-                return p.ranges.set
+                return p.ranges
             }
             defer { pending.withLock { $0.checkpointing = 0 } }
             if snapshot.isEmpty {
@@ -711,6 +711,13 @@ public final class EntryWriter: Sendable {
     }
 
     /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
+    /// ``read(_:)`` as an array (what the audio parsers take), read straight into it when the entry is not
+    /// encrypted.
+    public func readBytes(_ range: Range<Int64>) throws(CacheError) -> [UInt8] {
+        guard sealedLayout == nil, fd >= 0, presentRanges().containsAll(range) else { return [UInt8](try read(range)) }
+        return try preadBytes(fd: fd, range: range, display: partialDisplay, cacheRoot: cache.rootPath)
+    }
+
     public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
@@ -747,7 +754,7 @@ public final class EntryWriter: Sendable {
     }
 
     /// The start set of this version, if known.
-    public var startSet: RangeSet<Int64>? { durable.withLock { $0.startSet } }
+    public var startSet: ByteRanges? { durable.withLock { $0.startSet } }
 
     /// The entity tag the present bytes were served under (persisted, so every pass and every later run sends
     /// it as `If-Range` and a file that changed in between restarts instead of mixing versions).
@@ -771,9 +778,9 @@ public final class EntryWriter: Sendable {
     /// that covers the start set marks the entry `head`. Written like ``setValidator(_:)``: with the next commit,
     /// the promotion, a flush or ``close()``, at once for a complete entry. Throws `.changed` if the remote file
     /// changed (for a complete entry; otherwise that next write does).
-    public func setStartSet(_ ranges: RangeSet<Int64>, tags: String?, duration: Double?) throws(CacheError) {
+    public func setStartSet(_ ranges: ByteRanges, tags: String?, duration: Double?) throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
-            d.startSet = ranges.intersection(RangeSet(0 ..< size))
+            d.startSet = ranges.intersection(ByteRanges(0 ..< size))
             d.tags = tags
             d.duration = duration
             d.unsaved.startSet = true
@@ -960,7 +967,7 @@ public final class EntryWriter: Sendable {
             out.values.append(d.validator.map(SQLValue.text) ?? .null)
         }
         if d.unsaved.startSet {
-            let ranges = d.startSet ?? RangeSet()
+            let ranges = d.startSet ?? ByteRanges()
             out.assignments += ", start_set = ?, start_bytes = ?, tags = ?, duration = ?"
             out.values += [ranges.isEmpty ? .null : .blob(ranges.encoded), .int(ranges.byteCount),
                            d.tags.map(SQLValue.text) ?? .null, d.duration.map(SQLValue.real) ?? .null]
@@ -983,14 +990,14 @@ public final class EntryWriter: Sendable {
 
     /// Commits `ranges` as present with `d`'s unsaved columns (call with `durable` held); `d.startSet` decides
     /// `head`.
-    private func commit(_ ranges: RangeSet<Int64>, into d: inout Durable) throws(CacheError) {
+    private func commit(_ ranges: ByteRanges, into d: inout Durable) throws(CacheError) {
         try commit(ranges, startSet: d.startSet, with: Self.columns(d))
         d.unsaved = d.unsaved.cleared()
         d.committed = ranges
     }
 
     /// Commits `ranges` as present (from init, or through ``commit(_:into:)``). `startSet` decides `head`.
-    private func commit(_ ranges: RangeSet<Int64>, startSet: RangeSet<Int64>? = nil,
+    private func commit(_ ranges: ByteRanges, startSet: ByteRanges? = nil,
                         with unsaved: UnsavedColumns = UnsavedColumns()) throws(CacheError) {
         let head = startSet.map { ranges.isSuperset(of: $0) } ?? false
         try update("ranges = ?, present_bytes = ?, state = ?, head = ?",
@@ -1028,6 +1035,18 @@ public func preadAll(fd: Int32, range: Range<Int64>, display: String, cacheRoot:
     return Data(bytesNoCopy: bytes, count: count, deallocator: .free)
 }
 
+/// ``preadAll(fd:range:display:cacheRoot:)`` straight into an array: for parsers that take `[UInt8]`, one copy
+/// (the kernel's) instead of two.
+func preadBytes(fd: Int32, range: Range<Int64>, display: String, cacheRoot: String) throws(CacheError) -> [UInt8] {
+    var failure: Int32 = 0
+    let bytes = [UInt8](unsafeUninitializedCapacity: Int(range.count)) { buffer, initialized in
+        failure = buffer.isEmpty ? 0 : preadFully(fd: fd, into: UnsafeMutableRawBufferPointer(buffer), at: range.lowerBound)
+        initialized = failure == 0 ? buffer.count : 0
+    }
+    guard failure == 0 else { throw CacheError.system("read", errno: failure, path: display, cacheRoot: cacheRoot) }
+    return bytes
+}
+
 /// Fills `buffer` from `fd` at `offset` with pread (retrying EINTR and short reads); 0, or the errno of the
 /// failure (EIO when the file ends first).
 func preadFully(fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
@@ -1042,55 +1061,4 @@ func preadFully(fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset
         done += n
     }
     return 0
-}
-
-/// A range set that absorbs in-order writes cheaply: a write that continues the previous one extends a
-/// pending tail instead of inserting into the `RangeSet` (an unspecialised generic call per write callback).
-struct AppendingRanges {
-    private var stored = RangeSet<Int64>()
-    private var tail: Range<Int64>?
-
-    /// Every range inserted and not removed.
-    var set: RangeSet<Int64> {
-        guard let tail else { return stored }
-        if stored.isEmpty { return RangeSet(tail) }
-        var all = stored
-        all.insert(contentsOf: tail)
-        return all
-    }
-
-    var isEmpty: Bool { tail == nil && stored.isEmpty }
-
-    mutating func insert(_ range: Range<Int64>) {
-        if range.isEmpty { return }
-        if let t = tail, range.lowerBound == t.upperBound {
-            tail = t.lowerBound ..< range.upperBound
-            return
-        }
-        flush()
-        tail = range
-    }
-
-    /// Whether every byte of `range` was inserted (and not removed), without building the set.
-    func containsAll(_ range: Range<Int64>) -> Bool {
-        if let tail, tail.lowerBound <= range.lowerBound && range.upperBound <= tail.upperBound { return true }
-        if stored.containsAll(range) { return true }
-        guard tail != nil else { return false }
-        return set.containsAll(range)
-    }
-
-    mutating func subtract(_ other: RangeSet<Int64>) {
-        flush()
-        stored.subtract(other)
-    }
-
-    mutating func remove(contentsOf range: Range<Int64>) {
-        flush()
-        stored.remove(contentsOf: range)
-    }
-
-    private mutating func flush() {
-        if let tail { stored.insert(contentsOf: tail) }
-        tail = nil
-    }
 }

@@ -193,13 +193,13 @@ struct IndexRow: Sendable {
     var file: RemoteFile
     var state: CacheEntryState
     var generation: Int64
-    var ranges: RangeSet<Int64>
+    var ranges: ByteRanges
     var presentBytes: Int64
     var trackBytes: Int64
     var pinned: Bool
     var lastAccess: Double
     /// The start set of the current version, once analysed.
-    var startSet: RangeSet<Int64>?
+    var startSet: ByteRanges?
     /// The start set is known and present (or the entry is complete).
     var head: Bool
     var added: Double
@@ -231,7 +231,7 @@ struct IndexRow: Sendable {
         }
         generation = row.int(12)
         let blob = row.blob(13)
-        guard let decoded = RangeSet<Int64>(encoded: blob) else {
+        guard let decoded = ByteRanges(encoded: blob) else {
             throw CacheError(.corrupt, "The cache index has damaged range data for \(remote):\(file.path). Run "
                 + "`cloudsync cache clear --remote \(remote)`.", path: file.path)
         }
@@ -243,7 +243,7 @@ struct IndexRow: Sendable {
         if row.isNull(18) {
             startSet = nil
         } else {
-            guard let decoded = RangeSet<Int64>(encoded: row.blob(18)) else {
+            guard let decoded = ByteRanges(encoded: row.blob(18)) else {
                 throw CacheError(.corrupt, "The cache index has a damaged start set for \(remote):\(file.path). Run "
                     + "`cloudsync cache clear --remote \(remote)`.", path: file.path)
             }

@@ -129,15 +129,15 @@ public struct SealedLayout: Sendable, Equatable {
     }
 
     /// Every range of `set` widened to whole blocks.
-    public func aligned(_ set: RangeSet<Int64>) -> RangeSet<Int64> {
-        var out = RangeSet<Int64>()
+    public func aligned(_ set: ByteRanges) -> ByteRanges {
+        var out = ByteRanges()
         for r in set.ranges { out.insert(contentsOf: aligned(r)) }
         return out
     }
 
     /// The whole blocks inside `set` (a block with any byte outside it is left out).
-    public func wholeBlocks(in set: RangeSet<Int64>) -> RangeSet<Int64> {
-        var out = RangeSet<Int64>()
+    public func wholeBlocks(in set: ByteRanges) -> ByteRanges {
+        var out = ByteRanges()
         for r in set.ranges {
             let lower = min(plainSize, (r.lowerBound + blockSize - 1) / blockSize * blockSize)
             let upper = r.upperBound >= plainSize ? plainSize : r.upperBound / blockSize * blockSize

@@ -45,7 +45,7 @@ final class FileJob: Sendable {
         /// A 206 of this generation showed that the server honours Range: segments may run.
         var rangesHonoured = false
         /// Ranges that running segments fetch (this generation).
-        var claimed = RangeSet<Int64>()
+        var claimed = ByteRanges()
 
         mutating func resetHash(_ expected: ContentHash?) {
             hasher = expected.map { makeHasher(for: $0.kind) }
@@ -80,7 +80,7 @@ final class FileJob: Sendable {
             try writer.setValidator(etag)
             s.generation += 1
             s.rangesHonoured = false
-            s.claimed = RangeSet()
+            s.claimed = ByteRanges()
             s.resetHash(expectedHash)
             s.etag = etag
             return true
@@ -267,9 +267,9 @@ struct FileFetcher: Sendable {
     /// stream, up to `segments - 1` others beside it over streams that end before any body byte when the server
     /// answers with the whole file, which the lone stream then reads on from its offset. Whatever is still
     /// missing after that is fetched range after range over one stream.
-    func fetch(_ job: FileJob, ranges: RangeSet<Int64>) async throws {
-        func missing() -> RangeSet<Int64> {
-            var missing = RangeSet(ranges.ranges.map(job.writer.aligned))
+    func fetch(_ job: FileJob, ranges: ByteRanges) async throws {
+        func missing() -> ByteRanges {
+            var missing = ByteRanges(ranges.ranges.map(job.writer.aligned))
             missing.subtract(job.writer.presentRanges())
             return missing
         }

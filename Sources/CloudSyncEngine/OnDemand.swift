@@ -442,7 +442,7 @@ final class FetchSession: Sendable {
     ///    beyond it for a client that reads sequentially — at most `chunk`.
     ///
     /// Nil when no demand misses a byte.
-    static func nextFetch(_ demands: some Sequence<Demand>, missing: RangeSet<Int64>, size: Int64, block: Int64,
+    static func nextFetch(_ demands: some Sequence<Demand>, missing: ByteRanges, size: Int64, block: Int64,
                           chunk: Int64) -> Fetch? {
         let ordered = demands.sorted { $0.sequence > $1.sequence }
         for d in ordered where d.position >= 0 && d.position < min(d.requestEnd, size) {
@@ -467,7 +467,7 @@ final class FetchSession: Sendable {
     /// Whether `demand` needs a byte that the GET in flight will not bring within one block once its needed part
     /// has arrived: then that GET is cancelled so the byte comes next. The needed part of a GET (what a client
     /// waits for) is never cancelled for another client.
-    static func preempts(_ demand: Demand, inFlight: Fetch, missing: RangeSet<Int64>, block: Int64) -> Bool {
+    static func preempts(_ demand: Demand, inFlight: Fetch, missing: ByteRanges, block: Int64) -> Bool {
         guard demand.position >= 0, demand.position < demand.requestEnd,
               missing.ranges.contains(where: { $0.contains(demand.position) }) else { return false }
         // Where the GET in flight has got to: its first byte still missing.
@@ -513,7 +513,7 @@ public final class TrackStream: Sendable {
         var demand: Demand?
         /// Where the client's current run of consecutive reads began (read-ahead grows with its length).
         var runStart: Int64 = 0
-        var indexView = RangeSet<Int64>()
+        var indexView = ByteRanges()
         var indexReadAt: ContinuousClock.Instant?
         var lastTakeover: ContinuousClock.Instant?
         var closed = false
@@ -656,8 +656,8 @@ public final class TrackStream: Sendable {
     }
 
     /// Present bytes per the index (checkpointed), re-read at most every `indexPollInterval`.
-    private func present() throws -> RangeSet<Int64> {
-        let cached = state.withLock { s -> RangeSet<Int64>? in
+    private func present() throws -> ByteRanges {
+        let cached = state.withLock { s -> ByteRanges? in
             guard let at = s.indexReadAt, ContinuousClock.now - at < owner.options.indexPollInterval else { return nil }
             return s.indexView
         }

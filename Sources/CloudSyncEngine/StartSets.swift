@@ -23,7 +23,7 @@ enum StartSets {
     /// duration read from it. Then its missing bytes are fetched. They are not made durable here: the caller
     /// flushes a head it keeps, and promotion syncs a whole track (one sync per file, shared with other files).
     static func fetch(_ job: FileJob, fetcher: FileFetcher, options: SyncOptions, logger: Logger) async throws {
-        let startSet: RangeSet<Int64>
+        let startSet: ByteRanges
         if let known = job.writer.startSet {
             startSet = known
         } else {
@@ -85,10 +85,9 @@ struct WriterBytes: AudioBytes {
     let writer: EntryWriter
 
     var size: Int64 { writer.size }
-    var present: RangeSet<Int64> { writer.presentRanges() }
+    var present: ByteRanges { writer.presentRanges() }
 
     func bytes(in range: Range<Int64>) -> [UInt8]? {
-        guard let data = try? writer.read(range) else { return nil }
-        return [UInt8](data)
+        try? writer.readBytes(range)
     }
 }

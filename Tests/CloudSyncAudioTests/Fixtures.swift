@@ -2,6 +2,7 @@
 // noise, so codecs spend real bitrates), each tagged with non-ASCII values, plus a few derived by rearranging a real
 // file's bytes. The facts a test checks against come from ffprobe on the complete file or from the test's own
 // reading, never from the code under test.
+import CloudSyncCore
 @testable import CloudSyncAudio
 import Foundation
 import Testing
@@ -137,10 +138,10 @@ struct Probe: Sendable {
     }
 
     /// Seconds of audio whose packets lie wholly within `ranges` from the first packet on, in file order.
-    func secondsCovered(by ranges: RangeSet<Int64>) -> Double {
+    func secondsCovered(by ranges: ByteRanges) -> Double {
         var covered = 0.0
         for packet in packets.sorted(by: { $0.position < $1.position }) {
-            guard ranges.covers(packet.position..<(packet.position + packet.size)) else { break }
+            guard ranges.containsAll(packet.position..<(packet.position + packet.size)) else { break }
             covered = max(covered, packet.time)
         }
         return covered

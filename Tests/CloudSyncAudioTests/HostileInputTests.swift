@@ -14,8 +14,8 @@ import TestSupport
         #expect(set.info.title != "analysis did not terminate", "\(label)")
         #expect(run.absentReads == 0, "\(label): read absent bytes")
         #expect(run.emptyNeeds == 0, "\(label): asked for nothing new")
-        #expect(set.ranges.ranges.allSatisfy { $0.lowerBound >= 0 && $0.upperBound <= size }, "\(label): \(set.ranges.text)")
-        #expect(set.ranges.bytes <= max(0, policy.maxStartSetBytes), "\(label): \(set.ranges.bytes) bytes")
+        #expect(set.ranges.ranges.allSatisfy { $0.lowerBound >= 0 && $0.upperBound <= size }, "\(label): \(set.ranges)")
+        #expect(set.ranges.byteCount <= max(0, policy.maxStartSetBytes), "\(label): \(set.ranges.byteCount) bytes")
         if let start = set.audioStart { #expect(start >= 0 && start <= size, "\(label)") }
         let info = set.info
         for text in [info.title, info.artist, info.albumArtist, info.album, info.date, info.genre].compactMap({ $0 }) {

@@ -33,7 +33,7 @@ import TestSupport
         let server = try await PythonFake.start("files_fake.py", arguments: ["--root", library.directory.path, "--faults", faults])
         defer { server.stop() }
         let url = "http://demo:demo-pass@127.0.0.1:\(server.ports[0])/dav/\(spec.name)"
-        let where_ = "\(spec.name) (start set \(run.startSet.ranges.text))"
+        let where_ = "\(spec.name) (start set \(run.startSet.ranges))"
 
         let audioOnly = spec.bigCover ? ["-map", "0:a"] : []
         let decoded = try Tool.run("ffmpeg", ["-nostdin", "-v", "error", "-short_seek_size", "32768", "-i", url]

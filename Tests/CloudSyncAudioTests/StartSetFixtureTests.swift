@@ -1,3 +1,4 @@
+import CloudSyncCore
 @testable import CloudSyncAudio
 import Foundation
 import Testing
@@ -21,21 +22,21 @@ import TestSupport
         #expect(run.absentReads == 0, "\(where_) read absent bytes")
         #expect(run.emptyNeeds == 0, "\(where_) asked for bytes already present")
         #expect(set.ranges.ranges.allSatisfy { $0.lowerBound >= 0 && $0.upperBound <= size }, "\(where_)")
-        #expect(set.ranges.bytes <= policy.maxStartSetBytes)
+        #expect(set.ranges.byteCount <= policy.maxStartSetBytes)
 
         // Everything before the first audio byte ffmpeg reads, the audio part and the tail.
         let first = fixture.probe.firstPacket
         let audioStart = try #require(set.audioStart)
         #expect(audioStart <= first && first - audioStart <= 4096, "\(where_): audio at \(audioStart), ffprobe's first packet at \(first)")
-        #expect(set.ranges.covers(0..<first), "\(where_): \(set.ranges.text) misses metadata before \(first)")
-        #expect(set.ranges.covers(max(0, size - policy.tailBytes)..<size), "\(where_): no tail")
-        #expect(set.ranges.covers(audioStart..<min(size, audioStart + policy.minimumAudioBytes)), "\(where_)")
+        #expect(set.ranges.containsAll(0..<first), "\(where_): \(set.ranges) misses metadata before \(first)")
+        #expect(set.ranges.containsAll(max(0, size - policy.tailBytes)..<size), "\(where_): no tail")
+        #expect(set.ranges.containsAll(audioStart..<min(size, audioStart + policy.minimumAudioBytes)), "\(where_)")
         let seconds = fixture.probe.secondsCovered(by: set.ranges)
         #expect(seconds >= 0.9 * policy.headSeconds, "\(where_): only \(seconds) s of audio")
 
         // What players read elsewhere, by the test's own reading of the file.
         for region in Structure.regionsPlayersRead(fixture) {
-            #expect(set.ranges.covers(region.range), "\(where_): \(region.name) \(region.range) not in \(set.ranges.text)")
+            #expect(set.ranges.containsAll(region.range), "\(where_): \(region.name) \(region.range) not in \(set.ranges)")
         }
 
         // Tags exactly as written, the duration and stream facts as ffprobe has them.
@@ -55,7 +56,7 @@ import TestSupport
         #expect(abs(bitrate - streamBitrate) / streamBitrate < 0.05, "\(where_): bitrate \(bitrate), packets say \(streamBitrate)")
 
         print(String(format: "start set %@ [%@]: %lld of %lld bytes (%.1f %%), %d call(s), audio at %lld, %.1f s of audio",
-                     spec.name, policyName, set.ranges.bytes, size, 100 * Double(set.ranges.bytes) / Double(size), run.calls,
+                     spec.name, policyName, set.ranges.byteCount, size, 100 * Double(set.ranges.byteCount) / Double(size), run.calls,
                      audioStart, seconds))
     }
 
@@ -69,7 +70,7 @@ import TestSupport
         var total = 0.0
         let repeats = 5
         for fixture in library.ordered {
-            let complete = PartialFile(fixture.data, present: RangeSet(0..<Int64(fixture.data.count)))
+            let complete = PartialFile(fixture.data, present: ByteRanges(0..<Int64(fixture.data.count)))
             var set: StartSet?
             let whole = cpuMilliseconds {
                 for _ in 0..<repeats {
@@ -89,7 +90,7 @@ import TestSupport
         print(String(format: "analysis CPU mean: %.2f ms per track", total / Double(library.ordered.count)))
         for (name, policy) in [("default", Policies.standard), ("tight", Policies.tight)] {
             let sizes = library.ordered.reduce(Int64(0)) { $0 + Int64($1.data.count) }
-            let kept = library.ordered.reduce(Int64(0)) { $0 + AnalysisRun($1.data, name: $1.spec.name, policy: policy).startSet.ranges.bytes }
+            let kept = library.ordered.reduce(Int64(0)) { $0 + AnalysisRun($1.data, name: $1.spec.name, policy: policy).startSet.ranges.byteCount }
             print(String(format: "start sets of the whole fixture library [%@]: %lld of %lld bytes (%.1f %%)",
                          name, kept, sizes, 100 * Double(kept) / Double(sizes)))
         }

@@ -1,5 +1,6 @@
 // Test support for CloudSyncAudio: an in-memory file that exposes only the bytes an analysis asked for, the
 // analysis loop the engine runs, and a bounded runner for ffmpeg/ffprobe.
+import CloudSyncCore
 @testable import CloudSyncAudio
 import Foundation
 import Synchronization
@@ -9,10 +10,10 @@ import TestSupport
 /// bytes that are not present.
 struct PartialFile: AudioBytes {
     let data: [UInt8]
-    var present: RangeSet<Int64>
+    var present: ByteRanges
     let log: ReadLog
 
-    init(_ data: [UInt8], present: RangeSet<Int64>, log: ReadLog = ReadLog()) {
+    init(_ data: [UInt8], present: ByteRanges, log: ReadLog = ReadLog()) {
         self.data = data
         self.present = present
         self.log = log
@@ -35,7 +36,7 @@ struct PartialFile: AudioBytes {
 struct SyntheticFile: AudioBytes {
     let size: Int64
     let pieces: [(offset: Int64, bytes: [UInt8])]
-    var present: RangeSet<Int64>
+    var present: ByteRanges
     let log: ReadLog
 
     func bytes(in range: Range<Int64>) -> [UInt8]? {
@@ -57,11 +58,11 @@ struct SyntheticFile: AudioBytes {
 
 /// What an analysis read (thread-safe).
 final class ReadLog: Sendable {
-    private let state = Mutex((read: RangeSet<Int64>(), absent: 0))
+    private let state = Mutex((read: ByteRanges(), absent: 0))
     func read(_ range: Range<Int64>) { state.withLock { $0.read.insert(contentsOf: range) } }
     func absent() { state.withLock { $0.absent += 1 } }
     /// Every byte read.
-    var read: RangeSet<Int64> { state.withLock { $0.read } }
+    var read: ByteRanges { state.withLock { $0.read } }
     /// Reads of bytes that were not present.
     var absentReads: Int { state.withLock { $0.absent } }
 }
@@ -72,14 +73,14 @@ struct AnalysisRun {
     /// `analyze` calls made (1 when the initial ranges were enough).
     let calls: Int
     /// Everything fetched: the initial ranges and every need.
-    let fetched: RangeSet<Int64>
+    let fetched: ByteRanges
     /// Reads of absent bytes (must be 0) and needs that named only present bytes (must be 0).
     let absentReads: Int
     let emptyNeeds: Int
     /// Every byte the analysis read, over all calls.
-    let read: RangeSet<Int64>
+    let read: ByteRanges
     /// The needs, in order.
-    let needs: [RangeSet<Int64>]
+    let needs: [ByteRanges]
 
     /// Runs the loop over `data`; at most `policy.maxRounds + 1` calls, which the contract guarantees suffice.
     init(_ data: [UInt8], name: String, mimeType: String? = nil, policy: StartSetPolicy = StartSetPolicy()) {
@@ -90,12 +91,12 @@ struct AnalysisRun {
 
     /// Runs the loop over a file of `size` bytes whose view with some bytes present `file` makes.
     init(size: Int64, name: String, mimeType: String? = nil, policy: StartSetPolicy,
-         file: (RangeSet<Int64>, ReadLog) -> any AudioBytes) {
+         file: (ByteRanges, ReadLog) -> any AudioBytes) {
         var present = StartSetAnalyzer.initialRanges(size: size, policy: policy)
         let log = ReadLog()
         var calls = 0
         var emptyNeeds = 0
-        var needs: [RangeSet<Int64>] = []
+        var needs: [ByteRanges] = []
         var result: StartSet?
         for round in 0...max(0, policy.maxRounds) {
             calls += 1
@@ -113,7 +114,7 @@ struct AnalysisRun {
         }
         // A loop that did not end within maxRounds + 1 calls breaks the contract; report it as a fallback-less
         // empty set so the caller's expectations fail visibly.
-        startSet = result ?? StartSet(format: .unknown, ranges: RangeSet(), audioStart: nil, isFallback: false,
+        startSet = result ?? StartSet(format: .unknown, ranges: ByteRanges(), audioStart: nil, isFallback: false,
                                       info: TrackInfo(title: "analysis did not terminate"))
         self.calls = result == nil ? calls + 1 : calls
         fetched = present
@@ -122,19 +123,6 @@ struct AnalysisRun {
         self.emptyNeeds = emptyNeeds
         self.needs = needs
     }
-}
-
-extension RangeSet where Bound == Int64 {
-    /// Sum of the ranges' lengths.
-    var bytes: Int64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) } }
-
-    /// Whether all of `range` is covered.
-    func covers(_ range: Range<Int64>) -> Bool {
-        range.isEmpty || ranges.contains { $0.lowerBound <= range.lowerBound && range.upperBound <= $0.upperBound }
-    }
-
-    /// "[a, b) ∪ [c, d)" for messages.
-    var text: String { ranges.map { "[\($0.lowerBound), \($0.upperBound))" }.joined(separator: " ∪ ") }
 }
 
 /// The policies the fixture tests run: the defaults, and a tight one whose start sets leave real holes in these

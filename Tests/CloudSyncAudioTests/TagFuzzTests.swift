@@ -68,7 +68,7 @@ struct TagFuzzTests {
                 // through a view restricted to those ranges, which is what the rule below protects.
                 var outside = run.read
                 outside.subtract(run.startSet.ranges)
-                #expect(run.startSet.isFallback || outside.isEmpty, "\(label): read \(outside.text) outside its start set")
+                #expect(run.startSet.isFallback || outside.isEmpty, "\(label): read \(outside) outside its start set")
                 runs += 1
             }
         }

@@ -1,3 +1,4 @@
+import CloudSyncCore
 @testable import CloudSyncAudio
 import Foundation
 import Testing
@@ -125,8 +126,8 @@ import TestSupport
         let tag = Build.id3v2(3, [apic, Build.frame(3, "TIT2", Build.text("Behind the cover", encoding: 0))])
         let (set, run) = Self.info(head: tag)
         #expect(set.info.title == "Behind the cover")
-        let pictureBytes = RangeSet<Int64>(Int64(10 + 10 + 13)..<Int64(10 + 10 + 13 + picture.count))
-        #expect(run.read.intersection(pictureBytes).isEmpty, "read \(run.read.text)")
+        let pictureBytes = ByteRanges(Int64(10 + 10 + 13)..<Int64(10 + 10 + 13 + picture.count))
+        #expect(run.read.intersection(pictureBytes).isEmpty, "read \(run.read)")
     }
 
     /// Several ID3v2 tags in a row: both are skipped, the first wins field by field.
@@ -160,8 +161,8 @@ import TestSupport
         #expect(set.info.trackNumber == 4 && set.info.trackTotal == 10 && set.info.date == "1987" && set.info.genre == "Jazz")
         let size = Int64(run.fetched.ranges.last?.upperBound ?? 0)
         let trailing = Int64(ape.count + lyrics.count + v1.count)
-        #expect(set.ranges.covers((size - trailing)..<size), "\(set.ranges.text)")
-        #expect(run.calls == 2, "the APE tag begins before the tail: one more round; needs \(run.needs.map(\.text))")
+        #expect(set.ranges.containsAll((size - trailing)..<size), "\(set.ranges)")
+        #expect(run.calls == 2, "the APE tag begins before the tail: one more round; needs \(run.needs)")
         // The MP3 duration is the audio between the tags at 128 kbps, not the whole file.
         #expect(abs((set.info.durationSeconds ?? 0) - Double(2000 * 417) * 8 / 128_000) < 0.001)
     }
@@ -203,7 +204,7 @@ import TestSupport
         let info = run.startSet.info
         #expect(info.title == "From ID3" && info.albumArtist == "Band" && info.artist == Tagged.artist, "\(info)")
         let size = Int64(b.count)
-        #expect(run.startSet.ranges.covers((size - Int64(chunk.count))..<size))
+        #expect(run.startSet.ranges.containsAll((size - Int64(chunk.count))..<size))
     }
 
     @Test(arguments: [(TrackInfo(), true), (TrackInfo(sampleRate: 44100, channels: 2, bitrate: 128_000), true),
@@ -319,7 +320,7 @@ import TestSupport
         let policy = StartSetPolicy()
         let run = AnalysisRun(monkey, name: "x.ape", policy: policy)
         let size = Int64(monkey.count)
-        var expected = RangeSet<Int64>(0..<policy.probeBytes)
+        var expected = ByteRanges(0..<policy.probeBytes)
         expected.insert(contentsOf: (size - policy.tailBytes)..<size)
         #expect(run.startSet.isFallback && run.startSet.format == .unknown && run.startSet.ranges == expected)
         #expect(run.startSet.info.title == "Monkey" && run.startSet.info.albumArtist == "Apes")
@@ -347,7 +348,7 @@ import TestSupport
     func initialRangesAreTheProbeAndTheTail(_ size: Int64, _ label: String) {
         let policy = StartSetPolicy()
         let ranges = StartSetAnalyzer.initialRanges(size: size, policy: policy)
-        var expected = RangeSet<Int64>()
+        var expected = ByteRanges()
         if size > 0 {
             expected.insert(contentsOf: 0..<min(size, policy.probeBytes))
             expected.insert(contentsOf: max(0, size - policy.tailBytes)..<size)

@@ -6,8 +6,8 @@ import TestSupport
 
 /// Shrinking entries to their heads, evicting them, and what readers holding them open see meanwhile.
 @Suite struct BudgetTests {
-    static let startSet: RangeSet<Int64> = {
-        var set = RangeSet<Int64>(0 ..< 300)
+    static let startSet: ByteRanges = {
+        var set = ByteRanges(0 ..< 300)
         set.insert(contentsOf: 900 ..< 1000)
         return set
     }()
@@ -41,7 +41,7 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir.url.path + "/tracks/r/a.mp3"))
         #expect(try cache.heldBytes() == 400)
         // The old reader holds the complete copy: every byte stays readable and right.
-        #expect(try reader.presentRanges() == RangeSet(0 ..< 1000))
+        #expect(try reader.presentRanges() == ByteRanges(0 ..< 1000))
         #expect(try reader.read(300 ..< 900) == Data(pattern(300 ..< 900)))
         // A new reader sees the head only, with the right bytes.
         let fresh = try cache.openReader(remote: "r", path: "a.mp3")

@@ -100,7 +100,7 @@ import TestSupport
         try writer.checkpointIfDue()
         sync.open()
         #expect(try await eventually(Self.patience) { try !reader.presentRanges().isEmpty })
-        #expect(try reader.presentRanges().isSuperset(of: RangeSet(0 ..< 300)))
+        #expect(try reader.presentRanges().isSuperset(of: ByteRanges(0 ..< 300)))
         try await writer.flush()
         #expect(try reader.presentRanges().ranges.map { $0 } == [0 ..< 500])
         #expect(sync.calls.load(ordering: .relaxed) == 2)
@@ -230,7 +230,7 @@ import TestSupport
         defer { dir.cleanup() }
         let cache = try Cache.open(root: dir.url, limits: CacheLimits(checkpointBytes: 100, checkpointInterval: .seconds(3600)))
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3"), remoteFile("b.mp3"), remoteFile("c.mp3")])
-        let startSet = RangeSet<Int64>(0 ..< 300)
+        let startSet = ByteRanges(0 ..< 300)
 
         // a: set, then bytes: the checkpoint that claims them writes both.
         let a = try cache.openWriter(remote: "r", path: "a.mp3")
@@ -241,7 +241,7 @@ import TestSupport
         try a.checkpoint()
         var row = try #require(try cache.row(remote: "r", path: "a.mp3"))
         #expect(row.validator == "\"v1\"" && row.startSet == startSet && row.tags == #"{"title":"A"}"# && row.duration == 42)
-        #expect(row.head && row.ranges == RangeSet(0 ..< 300))
+        #expect(row.head && row.ranges == ByteRanges(0 ..< 300))
         a.close()
 
         // b: the whole file arrives before any checkpoint: its promotion writes them with the track.
@@ -254,7 +254,7 @@ import TestSupport
         #expect(row.validator == "\"v2\"" && row.startSet == startSet && row.duration == 7 && row.head)
         #expect(try cache.entry(remote: "r", path: "b.mp3")?.state == .complete)
         // Complete: a later start set is written at once.
-        try b.setStartSet(RangeSet(0 ..< 10), tags: nil, duration: 8)
+        try b.setStartSet(ByteRanges(0 ..< 10), tags: nil, duration: 8)
         #expect(try cache.row(remote: "r", path: "b.mp3")?.duration == 8)
         b.close()
 

@@ -22,7 +22,7 @@ import TestSupport
         // Undo the commit, as a kill between rename and commit would have left it.
         _ = try cache.withDatabase { db throws(CacheError) in
             try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size, track_bytes = 0",
-                       [.blob(RangeSet<Int64>(0 ..< 1000).encoded)])
+                       [.blob(ByteRanges(0 ..< 1000).encoded)])
         }
         #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .partial)
         #expect(try cache.reconcilePromotions() == 2)
@@ -32,7 +32,7 @@ import TestSupport
         // The same repair when a writer opens the entry.
         _ = try cache.withDatabase { db throws(CacheError) in
             try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size, track_bytes = 0 WHERE path = 'b.mp3'",
-                       [.blob(RangeSet<Int64>(0 ..< 1000).encoded)])
+                       [.blob(ByteRanges(0 ..< 1000).encoded)])
         }
         let writer = try cache.openWriter(remote: "r", path: "b.mp3")
         #expect(writer.missingRanges().isEmpty)
@@ -53,7 +53,7 @@ import TestSupport
         let track = dir.url.appendingPathComponent("tracks/r/a.mp3").path
         try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000)], ofItemAtPath: track)
         _ = try cache.withDatabase { db throws(CacheError) in
-            try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size", [.blob(RangeSet<Int64>(0 ..< 1000).encoded)])
+            try db.run("UPDATE files SET state = 1, ranges = ?, present_bytes = size", [.blob(ByteRanges(0 ..< 1000).encoded)])
         }
         #expect(try cache.reconcilePromotions() == 0)
     }

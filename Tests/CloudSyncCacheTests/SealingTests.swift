@@ -51,7 +51,7 @@ import TestSupport
             let aligned = layout.aligned(range)
             #expect(aligned.lowerBound <= range.lowerBound && aligned.upperBound >= range.upperBound)
             #expect(range.isEmpty || (aligned.lowerBound % 4096 == 0 && (aligned.upperBound % 4096 == 0 || aligned.upperBound == size)))
-            var set = RangeSet<Int64>()
+            var set = ByteRanges()
             for _ in 0 ..< 3 {
                 let x = Int64.random(in: 0 ... size, using: &random), y = Int64.random(in: 0 ... size, using: &random)
                 set.insert(contentsOf: min(x, y) ..< max(x, y))
@@ -60,7 +60,7 @@ import TestSupport
             for index in 0 ..< layout.blockCount {
                 let block = layout.plainRange(ofBlock: index)
                 #expect(whole.containsAll(block) == set.containsAll(block), "seed \(s): block \(index) of \(size)")
-                #expect(whole.intersection(RangeSet(block)).isEmpty || whole.containsAll(block))
+                #expect(whole.intersection(ByteRanges(block)).isEmpty || whole.containsAll(block))
             }
         }
     }
@@ -203,7 +203,7 @@ import TestSupport
         }
         pieces.shuffle(using: &random)
         let half = pieces.count / 2
-        var written = RangeSet<Int64>()
+        var written = ByteRanges()
         for piece in pieces[..<half] {
             try writer.writePattern(piece)
             written.insert(contentsOf: piece)
@@ -250,7 +250,7 @@ import TestSupport
         }
         let cache = try sealedCache(dir, key: key)
         let writer = try cache.openWriter(remote: "r", path: "a.mp3")
-        #expect(writer.presentRanges() == RangeSet(0 ..< 65_536))
+        #expect(writer.presentRanges() == ByteRanges(0 ..< 65_536))
         let header = try Data(contentsOf: writer.partialURL)[0 ..< 32]
         try writer.writePattern(65_536 ..< 131_072)
         try writer.checkpoint()
@@ -396,7 +396,7 @@ import TestSupport
         try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: size))
         let writer = try cache.openWriter(remote: "r", path: "a.mp3")
         try await writer.fillAndCompleteSealed()
-        try writer.setStartSet(RangeSet(0 ..< 100_000), tags: nil, duration: nil)
+        try writer.setStartSet(ByteRanges(0 ..< 100_000), tags: nil, duration: nil)
         writer.close()
         let id = try #require(try cache.planningRows().first).id
         guard case .done = try cache.shrinkToHead(id: id) else { Issue.record("not shrunk"); return }

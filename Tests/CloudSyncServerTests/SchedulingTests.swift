@@ -13,8 +13,8 @@ import Testing
     static let chunk: Int64 = 2 << 20
     static let size: Int64 = 10 << 20
 
-    static func missing(_ ranges: [Range<Int64>]) -> RangeSet<Int64> {
-        var set = RangeSet<Int64>()
+    static func missing(_ ranges: [Range<Int64>]) -> ByteRanges {
+        var set = ByteRanges()
         for r in ranges { set.insert(contentsOf: r) }
         return set
     }
@@ -27,7 +27,7 @@ import Testing
     struct Case: Sendable {
         var name: String
         var demands: [Demand]
-        var missing: RangeSet<Int64>
+        var missing: ByteRanges
         var expected: Fetch?
     }
 
