@@ -128,6 +128,45 @@ struct WebDAVParsingTests {
         #expect(throws: WebDAVAPI.ParseError.self) { try WebDAVAPI.parseMultistatus(try WebDAVTestPaths.fixture(file)) }
     }
 
+    /// A folder's body, whole or in small pieces, below and far above the size the reader parses only at the end:
+    /// the same files either way, and a body cut short fails at `finish`.
+    @Test("the folder reader lists the same files whether the body comes whole or in pieces, small or over 1 MiB",
+          arguments: [10, 12_000])
+    func folderReaderPieces(_ count: Int) throws {
+        let provider = try makeProvider(url: "http://h/dav/", root: "", logs: LogCollector())
+        let url = try #require(URL(string: "http://h/dav/"))
+        var xml = #"<?xml version="1.0" encoding="utf-8"?><d:multistatus xmlns:d="DAV:">"#
+        xml += "<d:response><d:href>/dav/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype></d:prop>"
+        xml += "<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+        for i in 0 ..< count {
+            xml += "<d:response><d:href>/dav/Track%20\(i)%20with%20a%20name%20long%20enough%20to%20matter.mp3</d:href><d:propstat><d:prop>"
+            xml += "<d:resourcetype/><d:getcontentlength>\(1000 + i)</d:getcontentlength>"
+            xml += "<d:getlastmodified>Sun, 06 Dec 2026 06:00:00 GMT</d:getlastmodified><d:getetag>\"e\(i)\"</d:getetag>"
+            xml += "</d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+        }
+        xml += "</d:multistatus>"
+        let body = Array(xml.utf8)
+        #expect(count < 100 || body.count > 2 * FolderReader.deferredBytes, "the big case must pass the deferred size")
+        func read(pieces: Int, upTo end: Int? = nil) throws -> FolderContents {
+            let reader = try FolderReader(provider: provider, folder: [], requestURL: url, base: try provider.baseLocation())
+            var offset = 0
+            let limit = end ?? body.count
+            while offset < limit {
+                let next = min(limit, offset + pieces)
+                try body[offset ..< next].withUnsafeBytes { try reader.write($0) }
+                offset = next
+            }
+            return try reader.finish()
+        }
+        let whole = try read(pieces: body.count)
+        #expect(whole.files.count == count)
+        #expect(Set(whole.files.map(\.size)) == Set((0 ..< count).map { Int64(1000 + $0) }))
+        let pieces = try read(pieces: 16 << 10)
+        #expect(pieces.files.map(\.path) == whole.files.map(\.path))
+        #expect(pieces.files.map(\.size) == whole.files.map(\.size))
+        #expect(throws: (any Error).self) { try read(pieces: 16 << 10, upTo: body.count - 20) }
+    }
+
     @Test("the PROPFIND body asks for the six properties and is well-formed")
     func propfindBody() throws {
         let text = String(decoding: WebDAVAPI.propfindBody, as: UTF8.self)
