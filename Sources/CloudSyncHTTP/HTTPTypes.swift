@@ -129,8 +129,9 @@ public struct DownloadOutcome: Sendable {
 }
 
 /// Receives the body of an API answer while it arrives (``Transport/send(_:into:)``), so a large answer — a WebDAV
-/// folder of 20,000 tracks — is parsed as it streams instead of being held whole. Called on the transport's network
-/// thread, in order of arrival: keep each call short.
+/// folder of 20,000 tracks — need not be held whole. Called on the transport's network thread, in order of arrival:
+/// keep each call short (gather the bytes; parse them on the caller's thread, as WebDAV's `FolderReader` does
+/// below 1 MiB).
 public protocol ResponseBodySink: Sendable {
     /// Whether the body of this final answer (not a redirect that is followed) streams into this sink. Called once,
     /// before any body byte. When false, the body is returned in ``HTTPResponse/body`` instead, at most the
