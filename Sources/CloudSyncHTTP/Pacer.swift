@@ -1,12 +1,15 @@
 import CloudSyncCore
 import Foundation
+import Synchronization
 
 /// Retry policy for one remote: exponential backoff with full jitter, `Retry-After` honoured exactly, and a
 /// pause shared by every request of the remote (a 429 slows all workers, not just the one that got it).
 ///
-/// Share one `Pacer` between every request of a remote (API calls and downloads). Waits never hold the
-/// actor: other requests keep being admitted and delayed while one sleeps.
-public actor Pacer {
+/// Share one `Pacer` between every request of a remote (API calls and downloads). Waits hold no lock: other
+/// requests keep being admitted and delayed while one sleeps. Not an actor: `run` would then hop onto it and off
+/// again around every request (two executor switches per ranged GET of a pull, each a wake-up of another thread
+/// when the pool is busy); the one shared value, the pause, sits behind a mutex.
+public final class Pacer: Sendable {
     public struct Policy: Sendable {
         /// Retries after the first attempt.
         public var retries: Int
@@ -32,7 +35,7 @@ public actor Pacer {
     private let sleep: @Sendable (TimeInterval) async throws -> Void
     private let now: @Sendable () -> Date
     /// No request of this remote starts before this moment.
-    private var pausedUntil: Date = .distantPast
+    private let pausedUntil = Mutex(Date.distantPast)
 
     /// - Parameters:
     ///   - sleep: waits the given seconds (tests inject a fake together with `now`).
@@ -77,7 +80,7 @@ public actor Pacer {
     /// Pauses every request of the remote for `seconds` from now (extends, never shortens, a pause).
     public func pause(for seconds: TimeInterval) {
         let until = now().addingTimeInterval(seconds)
-        if until > pausedUntil { pausedUntil = until }
+        pausedUntil.withLock { if until > $0 { $0 = until } }
     }
 
     /// Pauses every request of the remote according to a response's `Retry-After`, if it has one.
@@ -93,7 +96,7 @@ public actor Pacer {
 
     private func waitWhilePaused() async throws {
         while true {
-            let wait = pausedUntil.timeIntervalSince(now())
+            let wait = pausedUntil.withLock { $0 }.timeIntervalSince(now())
             if wait <= 0 { return }
             try await sleep(wait)
         }

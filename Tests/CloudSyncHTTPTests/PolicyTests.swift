@@ -12,7 +12,7 @@ struct PacerTests {
         for attempt in 1...12 {
             let ceiling = min(60, 0.5 * pow(2, Double(attempt - 1)))
             for _ in 0..<200 {
-                let d = await pacer.backoff(attempt: attempt)
+                let d = pacer.backoff(attempt: attempt)
                 #expect(d >= 0 && d <= ceiling)
             }
         }
@@ -32,7 +32,7 @@ struct PacerTests {
         #expect(r.status == 200)
         #expect(clock.sleeps.reduce(0, +) == 14)
         // The pause is the remote's: another request now waits before starting.
-        await pacer.pause(for: 5)
+        pacer.pause(for: 5)
         let before = clock.now
         _ = try await client.send(HTTPRequest(url: server.url("/status/200")))
         #expect(clock.now.timeIntervalSince(before) == 5)
