@@ -29,8 +29,13 @@ public struct ByteRanges: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "[" + ranges.map { "\($0.lowerBound)..<\($0.upperBound)" }.joined(separator: ", ") + "]" }
 
-    /// Total bytes covered.
-    public var byteCount: Int64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) } }
+    /// Total bytes covered, saturating at `Int64.max` (ranges decoded from a damaged index may span anything).
+    public var byteCount: Int64 {
+        ranges.reduce(0) { total, r in
+            let (length, overflow) = r.upperBound.subtractingReportingOverflow(r.lowerBound)
+            return total.addingSaturating(overflow ? .max : length)
+        }
+    }
 
     /// The index of the first range for which `isAfter` holds (`ranges.count` when none does); `isAfter` must be
     /// false for a prefix of the ranges and true for the rest. Checks the last range first: appends are common.

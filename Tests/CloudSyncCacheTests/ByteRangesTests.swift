@@ -105,6 +105,8 @@ import Testing
         #expect(set.description == "[0..<4, 6..<12]")
         let extremes = ByteRanges([Int64.min..<0, 0..<Int64.max])
         #expect(extremes.ranges == [Int64.min..<Int64.max])
+        #expect(extremes.byteCount == Int64.max)
+        #expect(ByteRanges([Int64.min..<(-10), 0..<Int64.max]).byteCount == Int64.max)
     }
 
     private func check(_ set: ByteRanges, against bitmap: [Bool], seed: UInt64) {
