@@ -325,8 +325,8 @@ struct FolderContents: Sendable {
 ///
 /// The network thread only gathers the body: a body is parsed once complete, by ``finish()`` on the caller's
 /// thread, or, past ``deferredBytes``, in pieces of that size as it arrives, so a folder of any size costs
-/// bounded memory. (Parsing every piece on the loop thread was 12 % of its samples in a
-/// pull of 2,000 files in 221 folders, time the transfers beside it waited for.)
+/// bounded memory. (Parsing every piece on the loop thread was 12 % of its samples in a pull of 2,000 files in 221
+/// folders, time the transfers beside it waited for.)
 final class FolderReader: ResponseBodySink, @unchecked Sendable {
     static let deferredBytes = 1 << 20
     private let lock = NSLock()

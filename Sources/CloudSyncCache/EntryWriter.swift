@@ -710,7 +710,6 @@ public final class EntryWriter: Sendable {
         }
     }
 
-    /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
     /// ``read(_:)`` as an array (what the audio parsers take), read straight into it when the entry is not
     /// encrypted.
     public func readBytes(_ range: Range<Int64>) throws(CacheError) -> [UInt8] {
@@ -718,6 +717,7 @@ public final class EntryWriter: Sendable {
         return try preadBytes(fd: fd, range: range, display: partialDisplay, cacheRoot: cache.rootPath)
     }
 
+    /// Reads present bytes (committed or pending). Throws `.incomplete` if any byte of `range` is missing.
     public func read(_ range: Range<Int64>) throws(CacheError) -> Data {
         guard presentRanges().containsAll(range) else {
             throw CacheError(.incomplete, "bytes \(range) of \(remote):\(path) are not downloaded yet", path: path)
