@@ -155,9 +155,10 @@ extension BinaryEnv {
 
     /// A cache holding only the first `head` bytes of every file of `root`, made the way a user would:
     /// `pull --head-first` against a fake whose every GET from byte `head` on is refused (403), so the pull
-    /// ends (exit 1) after its first pass. Returns the fake, still refusing, and the environment.
-    static func headOnly(root: URL, head: Int, extra: String = "") async throws -> (FilesFake, BinaryEnv) {
-        let fake = try await FilesFake(root: root, faults: "[{\"kind\": \"status\", \"status\": 403, \"count\": -1, \"from\": \(head)}]")
+    /// ends (exit 1) after its first pass. Returns the fake, still refusing, and the environment. `rate`: the
+    /// fake's bytes per second per answer (0: as fast as loopback goes).
+    static func headOnly(root: URL, head: Int, rate: Int = 0, extra: String = "") async throws -> (FilesFake, BinaryEnv) {
+        let fake = try await FilesFake(root: root, rate: rate, faults: "[{\"kind\": \"status\", \"status\": 403, \"count\": -1, \"from\": \(head)}]")
         let env = try BinaryEnv(davURL: fake.davURL, extra: extra)
         let pulled = try env.run(["pull", "--remote", "lib", "--head-first=\(head >> 10)KiB"])
         guard pulled.status == 1, pulled.stderr.contains("403") else {

@@ -32,14 +32,16 @@ import TestSupport
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    /// Tracks made with ffmpeg: an MP3 (ID3v2 + Xing header), a FLAC and an Ogg Vorbis file, 3 minutes each (a
-    /// player's input buffer — mpd's curl input keeps up to 512 KiB — must be smaller than a track, as for music).
+    /// Tracks made with ffmpeg: an MP3 (ID3v2 + Xing header), a FLAC and an Ogg Vorbis file, 3 minutes of pink
+    /// noise each at the sizes music has (MP3 320 kbit/s: 7 MB, FLAC: 19 MB, Vorbis q8: 4 MB). A player's input
+    /// buffer (mpd's curl input keeps up to 512 KiB) and the kernel's socket buffers must be small beside a
+    /// track, as they are for music: a sine would shrink to a few hundred KB, less than what they absorb.
     static func makeLibrary(in root: URL) throws -> [String: Data] {
-        // (Vorbis shrinks a sine to 460 KB, less than mpd's buffer: its track is pink noise, about 2 MB.)
+        let noise = { (seed: Int) in "anoisesrc=duration=180:color=pink:amplitude=0.2:seed=\(seed)" }
         let tracks: [(String, String, [String])] = [
-            ("Artist/Album One/01 Tone [A].mp3", "sine=frequency=330:duration=180", ["-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "1"]),
-            ("Artist/Album One/02 Ёлка & 東京.flac", "sine=frequency=440:duration=180", ["-c:a", "flac"]),
-            ("Другой/Альбом/03 emoji 🎵.ogg", "anoisesrc=duration=180:color=pink:amplitude=0.2:seed=17", ["-c:a", "libvorbis", "-q:a", "2"]),
+            ("Artist/Album One/01 Tone [A].mp3", noise(5), ["-c:a", "libmp3lame", "-b:a", "320k", "-write_xing", "1"]),
+            ("Artist/Album One/02 Ёлка & 東京.flac", noise(6), ["-c:a", "flac"]),
+            ("Другой/Альбом/03 emoji 🎵.ogg", noise(17), ["-c:a", "libvorbis", "-q:a", "8"]),
         ]
         var contents: [String: Data] = [:]
         for (i, (path, source, codec)) in tracks.enumerated() {
@@ -57,6 +59,11 @@ import TestSupport
     /// mpd's library is serve's WebDAV face over a cache holding only the first 128 KiB of each track: the scan
     /// lists every track with its duration without downloading tracks, and `mpc play` plays.
     /// The same with an encrypted cache (`cache.encrypt`, #26): mpd has no other way to read it.
+    /// The cloud sends 1 MiB/s per answer (a DSL line). mpd's input thread reads on while its scanner parses (and
+    /// before it seeks to an Ogg file's end), and serve fetches what the connection takes (mpd's buffer and both
+    /// sockets' buffers), so what a scan costs is the cloud's rate times how long mpd holds a track open: on a
+    /// machine loaded to 4 runnable threads per core, 0.2–0.6 s for the Ogg file. At loopback speed that is
+    /// the whole track; at this rate mpd would have to hold it for 1.8 s to take half of it.
     @Test(.serialized, arguments: [false, true]) func mpdScansAHeadOnlyLibraryAndPlays(encrypted: Bool) async throws {
         guard which("mpd") != nil, which("mpc") != nil else {
             throw TestSupportError("mpd and mpc are not installed; scripts/install-deps.sh installs them (Debian packages mpd, mpc)")
@@ -64,7 +71,8 @@ import TestSupport
         let dir = try TemporaryDirectory(prefix: "cloudsync-mpd")
         let contents = try Self.makeLibrary(in: dir.file("library"))
         let head = 128 << 10
-        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head, extra: encrypted ? "encrypt = true" : "")
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head, rate: 1 << 20,
+                                                           extra: encrypted ? "encrypt = true" : "")
         defer { fake.stop() }
         try fake.setFaults("[]")
         try fake.reset()
