@@ -649,30 +649,28 @@ public final class EntryWriter: Sendable {
     public func discard(_ range: Range<Int64>) throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             guard !d.completed else { return }
-            // Checked and cleared in one step with the group commit's claim: either the commit sees the
-            // verification gone and promotes nothing, or the discard is refused.
+            // Whole blocks go from an encrypted entry: a block is on disk whole or not at all.
+            let range = sealedLayout.map { $0.aligned(range) } ?? range
+            var next = d.committed
+            next.remove(contentsOf: range)
+            // One step with the group commit's claim and with ``verify(expectedHash:verify:)``'s: either the
+            // commit sees the verification gone and the bytes missing, and promotes nothing, or the discard is
+            // refused.
             let refused = pending.withLock { p -> Bool in
                 if p.promoting { return true }
                 p.verified = false
+                p.ranges.remove(contentsOf: range)
+                p.committed = next
                 return false
             }
             if refused {
                 throw CacheError(.busy, "\(remote):\(path) is being moved into tracks/; its bytes cannot be dropped now",
                                  path: path)
             }
-            var range = range
             if let layout = sealedLayout {
-                // Whole blocks go: a block is on disk whole or not at all.
-                range = layout.aligned(range)
                 seal.withLock { s in
                     for index in layout.blocks(covering: range) { s.buffers[index] = nil }
                 }
-            }
-            var next = d.committed
-            next.remove(contentsOf: range)
-            pending.withLock { p in
-                p.ranges.remove(contentsOf: range)
-                p.committed = next
             }
             try commit(next, into: &d)
         }
@@ -814,7 +812,19 @@ public final class EntryWriter: Sendable {
                 + "\(computed) but the provider says \(expectedHash.value); the bytes were discarded. Pull again; if it "
                 + "repeats, the provider's copy or hash is inconsistent.", path: path)
         }
-        pending.withLock { $0.verified = true }
+        // Checked again in the step that vouches for them: a block dropped since the check above (a reader found
+        // it damaged, ``discard(_:)``) must not be promoted.
+        let whole = pending.withLock { p -> Bool in
+            let all = 0 ..< size
+            guard p.ranges.containsAll(all) || p.committed.containsAll(all) || p.committed.union(p.ranges).containsAll(all)
+            else { return false }
+            p.verified = true
+            return true
+        }
+        guard whole else {
+            throw CacheError(.incomplete, "\(remote):\(path) lost bytes while it was verified (a block that failed its "
+                + "check was dropped); they are fetched again before it is promoted.", path: path)
+        }
     }
 
     /// Promotes the verified entry in the cache's next group commit (``PromotionBatch``): synced with the rest of

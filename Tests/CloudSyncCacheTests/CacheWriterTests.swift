@@ -222,6 +222,36 @@ import TestSupport
         writer.close()
     }
 
+    /// Bytes dropped while the verification runs — after its check that every byte is there, before it marks
+    /// the file verified (a reader found a damaged block meanwhile) — are not promoted either: the mark is given
+    /// only if every byte is still there. (serve met this: a file promoted with a dropped block, which the index
+    /// then vouched for.)
+    @Test func bytesDroppedDuringTheVerificationAreNotPromoted() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 500))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< 500)
+        // The hash is computed from the file while the block is dropped: the drop lands inside verify.
+        let lost = #expect(throws: CacheError.self) {
+            try writer.verify(expectedHash: ContentHash(kind: .sha256, value: "pattern")) { url in
+                try writer.discard(100 ..< 200)
+                return try patternVerifier(url)
+            }
+        }
+        #expect(lost?.code == .incomplete, "\(String(describing: lost))")
+        let unverified = await #expect(throws: CacheError.self) { try await writer.promote() }
+        #expect(unverified?.code == .incomplete)
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state != .complete)
+        #expect(writer.missingRanges().ranges.map { $0 } == [100 ..< 200])
+        try writer.writePattern(100 ..< 200)
+        try writer.verify(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
+        try await writer.promote()
+        #expect(try cache.entry(remote: "r", path: "a.mp3")?.state == .complete)
+        writer.close()
+    }
+
     /// A writer's validator and start set are not a transaction of their own each: they reach the index with
     /// the first commit of the bytes they vouch for (a checkpoint), with the promotion of a file that completed
     /// without one, or when the writer closes; a complete entry records them at once. Never later than its bytes.
