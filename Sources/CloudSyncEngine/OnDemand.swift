@@ -584,7 +584,9 @@ public final class TrackStream: Sendable {
             let due = s.lastTakeover.map { ContinuousClock.now - $0 >= owner.options.takeoverInterval } ?? true
             return (s.session, due)
         }
-        if let session {
+        // A retired session's writer no longer speaks for the entry (a reader may have dropped bytes since):
+        // the index does.
+        if let session, !session.isClosed {
             let fromWriter = session.job.writer.presentRanges().presentPrefix(of: wanted)
             if !fromWriter.isEmpty { return fromWriter }
             if let failure = session.failure { throw failure }
@@ -614,7 +616,20 @@ public final class TrackStream: Sendable {
 
     /// Reads `range`, which ``available(from:limit:)`` reported. Throws `.incomplete` if it is not present.
     public func read(_ range: Range<Int64>) throws -> Data {
-        let (session, fd) = state.withLock { ($0.session, $0.partialFD) }
+        do {
+            return try readPresent(range)
+        } catch let error as CacheError where error.code == .damaged {
+            // A damaged block was dropped from the index (or will be, once a writer holding the entry lets go):
+            // stop trusting the view of it held here, so the next `want` or `available` asks the index again.
+            state.withLock { $0.indexReadAt = nil }
+            throw error
+        }
+    }
+
+    private func readPresent(_ range: Range<Int64>) throws -> Data {
+        let (current, fd) = state.withLock { ($0.session, $0.partialFD) }
+        // A retired session's writer no longer speaks for the entry: the reader (the index) does.
+        let session = current.flatMap { $0.isClosed ? nil : $0 }
         if let session, session.job.writer.isSealed, session.job.writer.presentRanges().containsAll(range) {
             // Encrypted: the writer opens the blocks (pending ones included) and drops one that fails its check.
             let data = try session.job.writer.read(range)
@@ -624,14 +639,7 @@ public final class TrackStream: Sendable {
             // Bytes dropped meanwhile (hash mismatch, changed file) must not be served.
             if session.job.writer.presentRanges().containsAll(range) { return data }
         }
-        do {
-            return try reader.read(range)
-        } catch {
-            // A damaged block was dropped from the index by the reader: stop trusting the view of it held here,
-            // so the next `want` or `available` sees the hole and fetches it again.
-            if error.code == .damaged { state.withLock { $0.indexReadAt = nil } }
-            throw error
-        }
+        return try reader.read(range)
     }
 
     /// Ends this client's interest: its read-ahead is cancelled. Idempotent.

@@ -317,15 +317,32 @@ extension TrackServer {
     /// `timeout` or the client left.
     private func read(_ source: any ByteSource, _ range: Range<Int64>, io: ConnectionIO, timeout: Duration) throws -> Data {
         var range = range
-        var retries = 2
+        var refetches = 2
+        let deadline = ContinuousClock.now + timeout
+        var pause: UInt32 = 1000
         while true {
             do {
                 return try source.read(range)
-            } catch let error as CacheError where error.code == .damaged && retries > 0 {
-                retries -= 1
+            } catch let error as CacheError where error.code == .damaged || error.code == .incomplete {
+                // Bytes that fail their check are dropped and fetched again (twice at most: a block that keeps
+                // failing is a disk that keeps damaging it); `.incomplete`: another reader dropped them first.
+                // Until a writer that holds the entry lets go (a session promoting it, another process's pull),
+                // they cannot be dropped and stay present: wait for it, up to `timeout`, rather than count those
+                // reads as fetches.
                 try source.want(range)
-                range = try waitForBytes(source, io: io, from: range.lowerBound, limit: range.upperBound, timeout: timeout)
-                if range.isEmpty { return Data() }
+                let ready = try source.available(from: range.lowerBound, limit: range.upperBound)
+                if ready.isEmpty {
+                    guard refetches > 0 else { throw error }
+                    refetches -= 1
+                    range = try waitForBytes(source, io: io, from: range.lowerBound, limit: range.upperBound,
+                                             timeout: deadline - .now)
+                    if range.isEmpty { return Data() }
+                } else {
+                    if ContinuousClock.now >= deadline || stopped || io.peerClosed() { return Data() }
+                    usleep(pause)
+                    pause = min(50_000, pause * 2)
+                    range = ready
+                }
             }
         }
     }

@@ -111,6 +111,43 @@ import TestSupport
         #expect(verify.status == 0, "\(verify.stdout)")
     }
 
+    /// Bytes that fail their check while another writer holds the entry (another process's pull, serve's own
+    /// session promoting it) cannot be dropped until it lets go: the request that met them waits for that, then
+    /// fetches them, instead of ending the body after two reads of the same bad bytes.
+    @Test func damagedBytesHeldByAnotherWriterAreWaitedFor() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-held")
+        let size = 1 << 20
+        let contents = try Self.library([("Album/held.flac", size)], in: dir)
+        let fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL)
+        let pulled = try env.run(["pull", "--remote", "lib"])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        #expect(truncate(env.cacheDir.appendingPathComponent("tracks/lib/Album/held.flac").path, 300_000) == 0)
+        // Another writer: an open-file-description lock on the entries' bytes of locks/entries.lock, as a writer
+        // of another process takes its entry's (F_OFD_SETLK).
+        let lockFD = open(env.cacheDir.appendingPathComponent("locks/entries.lock").path, O_RDWR | O_CLOEXEC)
+        #expect(lockFD >= 0)
+        var held = flock()
+        held.l_type = Int16(F_WRLCK)
+        held.l_whence = Int16(SEEK_SET)
+        held.l_start = 0
+        held.l_len = 1 << 20
+        #expect(fcntl(lockFD, 37, &held) == 0, "F_OFD_SETLK: errno \(errno)")
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        let release = Task.detached {
+            try await Task.sleep(for: .milliseconds(1500))
+            close(lockFD)
+        }
+        let got = try await offPool { try RawClient(port: port).get("/tracks/lib/Album/held.flac") }
+        try await release.value
+        #expect(got.status == 200 && got.body == contents["Album/held.flac"]!, "\(got.status), \(got.body.count) bytes")
+        let fetched = try fake.log().filter { $0.path == "/dav/Album/held.flac" && $0.t > 0 }.map(\.range)
+        #expect(fetched.contains { $0?.hasPrefix("bytes=262144-") == true || $0?.hasPrefix("bytes=300000-") == true },
+                "the lost tail was fetched again: \(fetched)")
+    }
+
     @Test func aNewRequestPreemptsReadAheadInFlight() async throws {
         let dir = try TemporaryDirectory(prefix: "cloudsync-serve-preempt")
         let size = 16 << 20
