@@ -171,13 +171,19 @@ import TestSupport
         for writer in writers { writer.close() }
     }
 
+    /// A cache in `dir` with one entry, r:a.mp3 of `size` bytes, and its writer holding all of them.
+    static func written(_ size: Int64, in dir: TemporaryDirectory) throws -> (Cache, EntryWriter) {
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: size))
+        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+        try writer.writePattern(0 ..< size)
+        return (cache, writer)
+    }
+
     @Test func promotionNeedsAVerificationSinceTheLastWrite() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
-        let cache = try Cache.open(root: dir.url)
-        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 100))
-        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
-        try writer.writePattern(0 ..< 100)
+        let (cache, writer) = try Self.written(100, in: dir)
         let unverified = await #expect(throws: CacheError.self) { try await writer.promote() }
         #expect(unverified?.code == .incomplete)
         try writer.verify(expectedHash: ContentHash(kind: .sha256, value: "pattern"), verify: patternVerifier)
@@ -229,10 +235,7 @@ import TestSupport
     @Test func bytesDroppedDuringTheVerificationAreNotPromoted() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
-        let cache = try Cache.open(root: dir.url)
-        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 500))
-        let writer = try cache.openWriter(remote: "r", path: "a.mp3")
-        try writer.writePattern(0 ..< 500)
+        let (cache, writer) = try Self.written(500, in: dir)
         // The hash is computed from the file while the block is dropped: the drop lands inside verify.
         let lost = #expect(throws: CacheError.self) {
             try writer.verify(expectedHash: ContentHash(kind: .sha256, value: "pattern")) { url in
