@@ -618,9 +618,10 @@ public final class TrackStream: Sendable {
     public func read(_ range: Range<Int64>) throws -> Data {
         do {
             return try readPresent(range)
-        } catch let error as CacheError where error.code == .damaged {
-            // A damaged block was dropped from the index (or will be, once a writer holding the entry lets go):
-            // stop trusting the view of it held here, so the next `want` or `available` asks the index again.
+        } catch let error as CacheError where error.code == .damaged || error.code == .incomplete {
+            // A damaged block was dropped from the index (or will be, once a writer holding the entry lets go), or
+            // another reader dropped it first: stop trusting the view of it held here, so the next `want` or
+            // `available` asks the index again.
             state.withLock { $0.indexReadAt = nil }
             throw error
         }

@@ -311,10 +311,11 @@ extension TrackServer {
         return CachedOnlySource(reader: try cache.openReader(remote: remote, path: path), reason: reason)
     }
 
-    /// Reads `range` (present per `source`), or a prefix of it. A block of an encrypted cache that fails its
-    /// check is never sent: the read drops it from the index, so it is fetched again here, on demand, and the
-    /// read retried (twice at most; a block damaged again is an error). Empty when the fetch did not deliver in
-    /// `timeout` or the client left.
+    /// Reads `range` (present per `source`), or a prefix of it. Bytes that fail their check (a block of an
+    /// encrypted cache, a track cut short on disk) are never sent: the read drops them from the index, so they
+    /// are fetched again here, on demand, and the read retried (two refetches at most; bytes damaged again are an
+    /// error). Empty when the fetch did not deliver, or a writer holding the entry did not let go, in `timeout`,
+    /// or the client left.
     private func read(_ source: any ByteSource, _ range: Range<Int64>, io: ConnectionIO, timeout: Duration) throws -> Data {
         var range = range
         var refetches = 2
