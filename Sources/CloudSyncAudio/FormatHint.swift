@@ -3,7 +3,7 @@ enum FormatHint {
     /// The format suggested by the name's extension (case-insensitive) or, failing that, the MIME type; nil when
     /// neither names a format this target parses.
     static func from(name: String, mimeType: String?) -> AudioFormat? {
-        if let dot = name.lastIndex(of: "."), !name[dot...].contains("/") {
+        if let dot = name.lastIndex(of: "."), !name[dot...].utf8.contains(UInt8(ascii: "/")) {
             let ext = Text.lowercasedASCII(String(name[name.index(after: dot)...]))
             if let format = byExtension[ext] { return format }
         }
