@@ -128,16 +128,23 @@ enum IndexSchema {
         try row(db, remote: remote, file: file)?.status ?? .new
     }
 
-    /// `file`'s row id and generation, and how `file` relates to it; nil without a row.
+    /// `file`'s row id and generation, how `file` relates to it, and whether the row already holds `file`'s
+    /// other listed columns (id, mtime, hashes, MIME type, download hint; not marked gone); nil without a row.
     private static func row(_ db: Database, remote: String, file: RemoteFile) throws(CacheError)
-        -> (id: Int64, generation: Int64, status: ListedFileStatus)? {
-        try db.first("SELECT id, generation, size, modified_s, revision, state, present_bytes FROM files WHERE remote = ? AND path = ?",
-                     [.text(remote), .text(file.path)]) {
+        -> (id: Int64, generation: Int64, status: ListedFileStatus, current: Bool)? {
+        try db.first("""
+            SELECT id, generation, size, modified_s, revision, state, present_bytes,
+                   provider_id, modified, hashes, mime, download_hint, gone
+            FROM files WHERE remote = ? AND path = ?
+            """, [.text(remote), .text(file.path)]) {
             let fingerprint = Fingerprint(size: $0.int(2), modified: $0.int(3), revision: $0.text(4))
             let complete = $0.int(5) == 2
             let status: ListedFileStatus = fingerprint != file.fingerprint ? .changed(wasComplete: complete)
                 : .same(complete: complete, presentBytes: complete ? file.size : $0.int(6))
-            return (id: $0.int(0), generation: $0.int(1), status: status)
+            let current = $0.optionalText(7) == file.providerID && $0.double(8) == file.modified.timeIntervalSince1970
+                && $0.text(9) == encodeHashes(file.hashes) && $0.optionalText(10) == file.mimeType
+                && $0.optionalText(11) == file.downloadHint && $0.double(12) == 0
+            return (id: $0.int(0), generation: $0.int(1), status: status, current: current)
         }
     }
 
@@ -152,8 +159,12 @@ enum IndexSchema {
         ]
         if let existing = try row(db, remote: remote, file: file) {
             if case .same = existing.status {
-                try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?, gone = 0 WHERE id = ?",
-                           metadata + [.int(existing.id)])
+                // A listing that changed nothing runs no statement: SQLite would leave the unchanged row's page
+                // alone anyway, but preparing, binding and running the UPDATE per file is a pull's CPU from cron.
+                if !existing.current {
+                    try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?, gone = 0 WHERE id = ?",
+                               metadata + [.int(existing.id)])
+                }
                 return (existing.status, nil)
             }
             try db.run("""

@@ -25,6 +25,30 @@ import TestSupport
         #expect(try cache.knownPaths(remote: "r") == ["A/one.mp3", "A/two.mp3"])
     }
 
+    /// A listing that finds a file unchanged (same fingerprint) records its other listed columns when they are new
+    /// (a hash the provider now gives, a MIME type, a download hint, a sub-second mtime, a new provider id), writes
+    /// nothing when they are not, and lists a track kept as deleted remotely again.
+    @Test func unchangedFilesKeepTheirListedColumnsCurrent() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        var file = remoteFile("A/one.mp3")
+        try cache.upsert(remote: "r", file: file)
+        #expect(try cache.upsert(remote: "r", file: file) == .same(complete: false, presentBytes: 0))
+        file.hashes = [ContentHash(kind: .sha256, value: "00ff")]
+        file.mimeType = "audio/flac"
+        file.downloadHint = "https://example.invalid/one"
+        file.providerID = "id-2"
+        file.modified = file.modified.addingTimeInterval(0.25)  // the same whole second: the same fingerprint
+        #expect(try cache.upsert(remote: "r", file: file) == .same(complete: false, presentBytes: 0))
+        #expect(try cache.entry(remote: "r", path: "A/one.mp3")?.file == file)
+        try cache.markDeletedRemotely(remote: "r", paths: ["A/one.mp3"])
+        #expect(try cache.entry(remote: "r", path: "A/one.mp3")?.deletedRemotely != nil)
+        #expect(try cache.upsert(remote: "r", file: file) == .same(complete: false, presentBytes: 0))
+        #expect(try cache.entry(remote: "r", path: "A/one.mp3")?.deletedRemotely == nil)
+        #expect(try cache.entry(remote: "r", path: "A/one.mp3")?.file == file)
+    }
+
     @Test func cursorsRoundTrip() throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
