@@ -151,20 +151,20 @@ enum IndexSchema {
     /// Inserts or updates one file; returns how it related to the index before and, on a fingerprint change,
     /// the stale partial's name.
     static func upsert(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> (ListedFileStatus, String?) {
+        let existing = try row(db, remote: remote, file: file)
+        // A listing that changed nothing runs no statement: SQLite would leave the unchanged row's page alone
+        // anyway, but preparing, binding and running an UPDATE per listed file is CPU spent for nothing.
+        if let existing, case .same = existing.status, existing.current { return (existing.status, nil) }
         let fp = file.fingerprint
         let metadata: [SQLValue] = [
             file.providerID.map(SQLValue.text) ?? .null, .real(file.modified.timeIntervalSince1970),
             .text(encodeHashes(file.hashes)), file.mimeType.map(SQLValue.text) ?? .null,
             file.downloadHint.map(SQLValue.text) ?? .null,
         ]
-        if let existing = try row(db, remote: remote, file: file) {
+        if let existing {
             if case .same = existing.status {
-                // A listing that changed nothing runs no statement: SQLite would leave the unchanged row's page
-                // alone anyway, but preparing, binding and running the UPDATE per file is a pull's CPU from cron.
-                if !existing.current {
-                    try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?, gone = 0 WHERE id = ?",
-                               metadata + [.int(existing.id)])
-                }
+                try db.run("UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?, gone = 0 WHERE id = ?",
+                           metadata + [.int(existing.id)])
                 return (existing.status, nil)
             }
             try db.run("""
