@@ -1,11 +1,12 @@
+import CloudSyncCore
+
 /// What a file's first bytes, name and MIME type say about its format.
 enum FormatHint {
     /// The format suggested by the name's extension (case-insensitive) or, failing that, the MIME type; nil when
     /// neither names a format this target parses.
     static func from(name: String, mimeType: String?) -> AudioFormat? {
-        if let dot = name.lastIndex(of: "."), !name[dot...].utf8.contains(UInt8(ascii: "/")) {
-            let ext = Text.lowercasedASCII(String(name[name.index(after: dot)...]))
-            if let format = byExtension[ext] { return format }
+        if let ext = AudioFilter.fileExtension(of: name), let format = byExtension[Text.lowercasedASCII(String(ext))] {
+            return format
         }
         if let mime = mimeType {
             let essence = Text.lowercasedASCII(String(mime.split(separator: ";").first ?? ""))

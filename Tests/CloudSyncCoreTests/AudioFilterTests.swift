@@ -20,6 +20,14 @@ import Testing
         ("東京 🎵.m4a", "application/octet-stream", true),
     ]
 
+    @Test func fileExtensionIsReadFromTheLastComponent() {
+        #expect(AudioFilter.fileExtension(of: "Album.v2/03 Song.FLAC") == "FLAC")
+        #expect(AudioFilter.fileExtension(of: "Album.v2/cover") == nil)
+        #expect(AudioFilter.fileExtension(of: "trailing.") == "")
+        #expect(AudioFilter.fileExtension(of: "a.tar.gz") == "gz")
+        #expect(AudioFilter.fileExtension(of: "noextension") == nil)
+    }
+
     @Test(arguments: cases) func isAudio(_ example: (name: String, mimeType: String?, audio: Bool)) {
         #expect(AudioFilter().isAudio(name: example.name, mimeType: example.mimeType) == example.audio)
     }
