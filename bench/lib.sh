@@ -49,7 +49,7 @@ die() { echo "bench: $*" >&2; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 need() { for t in "$@"; do command -v "$t" >/dev/null 2>&1 || die "'$t' is missing: run scripts/install-deps.sh --bench"; done; }
 need python3 curl /usr/bin/time
-[ -x "$BIN" ] || die "$BIN is missing: run 'swift build -c release' (or set CLOUDSYNC_BIN)"
+[ -x "$BIN" ] || die "$BIN is missing: run 'swift build -c release --static-swift-stdlib --product cloudsync' (or set CLOUDSYNC_BIN)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -13,7 +13,7 @@ bin=${CLOUDSYNC:-}
 if [[ -z "$bin" ]]; then
     if [[ -x .build/release/cloudsync ]]; then bin=.build/release/cloudsync; else bin=.build/debug/cloudsync; fi
 fi
-[[ -x "$bin" ]] || { echo "serve-ttfb: build first (swift build -c release)" >&2; exit 2; }
+[[ -x "$bin" ]] || { echo "serve-ttfb: build first (swift build -c release --static-swift-stdlib --product cloudsync)" >&2; exit 2; }
 for p in curl rclone python3; do command -v $p >/dev/null || { echo "serve-ttfb: $p is not installed (scripts/install-deps.sh)" >&2; exit 3; }; done
 
 work=$(mktemp -d /tmp/cloudsync-ttfb-XXXXXX)
