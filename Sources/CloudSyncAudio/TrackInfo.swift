@@ -1,3 +1,5 @@
+import CloudSyncCore
+
 /// Tags and stream facts read from a start set (never from bytes outside it). Absent values are nil.
 ///
 /// Text values have trailing NULs and spaces trimmed, are at most ``TrackInfo/maximumTextBytes`` bytes of UTF-8
@@ -37,6 +39,30 @@ public struct TrackInfo: Sendable, Hashable, Codable {
         self.sampleRate = sampleRate
         self.channels = channels
         self.bitrate = bitrate
+    }
+
+    /// The JSON object the index keeps (`files.tags`): the fields that are set, under their Swift names, keys
+    /// sorted — what `JSONEncoder` with `.sortedKeys` writes, without its cost (13 µs a track, 4 % of a pull's CPU
+    /// over real MP3s). `TagsJSON` in the engine reads it back.
+    public var json: String {
+        var members: [String] = []
+        func text(_ key: String, _ value: String?) { if let value { members.append("\"\(key)\":" + JSONText.string(value)) } }
+        func int(_ key: String, _ value: Int?) { if let value { members.append("\"\(key)\":\(value)") } }
+        text("album", album)
+        text("albumArtist", albumArtist)
+        text("artist", artist)
+        int("bitrate", bitrate)
+        int("channels", channels)
+        text("date", date)
+        int("discNumber", discNumber)
+        int("discTotal", discTotal)
+        if let durationSeconds { members.append("\"durationSeconds\":" + JSONText.number(durationSeconds)) }
+        text("genre", genre)
+        int("sampleRate", sampleRate)
+        text("title", title)
+        int("trackNumber", trackNumber)
+        int("trackTotal", trackTotal)
+        return "{" + members.joined(separator: ",") + "}"
     }
 
     /// No tag and no duration (stream facts alone do not count).

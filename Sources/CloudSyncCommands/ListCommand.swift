@@ -162,39 +162,20 @@ enum ListingOutput {
         for (i, row) in rows.enumerated() {
             if i > 0 { out += "," }
             let hashes = row.file.hashes.sorted { $0.kind.rawValue < $1.kind.rawValue }
-                .map { "\(jsonString($0.kind.rawValue)):\(jsonString($0.value))" }.joined(separator: ",")
+                .map { "\(JSONText.string($0.kind.rawValue)):\(JSONText.string($0.value))" }.joined(separator: ",")
             let state = row.stateName
             let label = TrackLabel(row)
             out += "{\"cached_bytes\":\(row.presentBytes),\(TrackColumns.jsonDuration(label)),\"hashes\":{\(hashes)}"
             out += ",\"head_bytes\":\(row.startSet.map { String($0.byteCount) } ?? "null")"
             // An encrypted track's file is ciphertext: no local path a player could open.
-            out += ",\"local_path\":\(row.state == .complete && !row.sealed ? jsonString(row.localURL.path) : "null")"
-            out += ",\"mime\":\(row.file.mimeType.map(jsonString) ?? "null")"
-            out += ",\"modified\":\(jsonString(RFC3339.format(row.file.modified)))"
+            out += ",\"local_path\":\(row.state == .complete && !row.sealed ? JSONText.string(row.localURL.path) : "null")"
+            out += ",\"mime\":\(row.file.mimeType.map(JSONText.string) ?? "null")"
+            out += ",\"modified\":\(JSONText.string(RFC3339.format(row.file.modified)))"
             out += ",\"outdated\":\(row.state != .complete && row.outdatedTrackBytes > 0)"
             out += ",\"deleted_remotely\":\(row.deletedRemotely != nil),\"encrypted\":\(row.sealed)"
-            out += ",\"path\":\(jsonString(row.path)),\"remote\":\(jsonString(row.remote))"
-            out += ",\"size\":\(row.file.size),\"state\":\(jsonString(state)),\(TrackColumns.jsonTags(label))}"
+            out += ",\"path\":\(JSONText.string(row.path)),\"remote\":\(JSONText.string(row.remote))"
+            out += ",\"size\":\(row.file.size),\"state\":\(JSONText.string(state)),\(TrackColumns.jsonTags(label))}"
         }
         return out + "]\n"
     }
-}
-
-/// `text` as a JSON string literal (RFC 8259: quote, backslash and control characters escaped).
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
 }

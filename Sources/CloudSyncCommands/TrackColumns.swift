@@ -1,4 +1,5 @@
 import CloudSyncCache
+import CloudSyncCore
 import CloudSyncEngine
 import Foundation
 
@@ -86,13 +87,13 @@ struct TrackColumns {
     static func jsonTags(_ label: TrackLabel) -> String {
         let t = label.tags
         var members: [String] = []
-        if let v = t.album { members.append("\"album\":\(jsonString(v))") }
-        if let v = t.albumArtist { members.append("\"album_artist\":\(jsonString(v))") }
-        if let v = t.artist { members.append("\"artist\":\(jsonString(v))") }
-        if let v = t.date { members.append("\"date\":\(jsonString(v))") }
+        if let v = t.album { members.append("\"album\":\(JSONText.string(v))") }
+        if let v = t.albumArtist { members.append("\"album_artist\":\(JSONText.string(v))") }
+        if let v = t.artist { members.append("\"artist\":\(JSONText.string(v))") }
+        if let v = t.date { members.append("\"date\":\(JSONText.string(v))") }
         if let v = t.disc { members.append("\"disc\":\(v)") }
-        if let v = t.genre { members.append("\"genre\":\(jsonString(v))") }
-        if let v = t.title { members.append("\"title\":\(jsonString(v))") }
+        if let v = t.genre { members.append("\"genre\":\(JSONText.string(v))") }
+        if let v = t.title { members.append("\"title\":\(JSONText.string(v))") }
         if let v = t.track { members.append("\"track\":\(v)") }
         return "\"tags\":{\(members.joined(separator: ","))}"
     }

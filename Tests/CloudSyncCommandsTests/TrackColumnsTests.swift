@@ -67,8 +67,9 @@ import Testing
         #expect(label.durationText == c.time)
     }
 
-    /// The index's tags are what StartSets writes: JSONEncoder's output of TrackInfo (sorted keys). TrackLabel reads
-    /// them back exactly, hostile text included.
+    /// The index's tags are what StartSets writes: `TrackInfo.json`, which Foundation's JSONDecoder reads back as
+    /// the same TrackInfo (and whose keys are sorted, as JSONEncoder's `.sortedKeys` would write them). TrackLabel
+    /// reads them back exactly, hostile text included.
     @Test(arguments: [
         TrackInfo(title: "Café — Пётр 東京 🎵", artist: "Mötley Crüe & Björk", albumArtist: "Various Ärtists", album: "Ünïcode Album ½",
                   trackNumber: 9, trackTotal: 12, discNumber: 1, discTotal: 2, date: "2019", genre: "Jazz", durationSeconds: 40.5,
@@ -79,9 +80,16 @@ import Testing
         TrackInfo(),
     ])
     func tagsJSONReadsWhatTheEngineWrites(_ info: TrackInfo) throws {
+        let json = info.json
+        #expect(try JSONDecoder().decode(TrackInfo.self, from: Data(json.utf8)) == info, "\(json)")
+        // The same keys as JSONEncoder writes, in its sorted order (a quoted key followed by ':' is never inside
+        // a value, whose quotes are escaped).
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let json = String(decoding: try encoder.encode(info), as: UTF8.self)
+        let expected = ((try JSONSerialization.jsonObject(with: try encoder.encode(info))) as? [String: Any]).map { Array($0.keys).sorted() }
+        let positions = (expected ?? []).map { json.range(of: "\"\($0)\":")?.lowerBound }
+        #expect(positions.allSatisfy { $0 != nil } && positions.map { $0! } == positions.map { $0! }.sorted(), "\(json)")
+        #expect(((try JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any])?.count == expected?.count)
         let tags = TrackLabel(Self.row("a.mp3", tags: json)).tags
         #expect(tags == TrackLabel.Tags(title: info.title, artist: info.artist, albumArtist: info.albumArtist, album: info.album,
                                         track: info.trackNumber, disc: info.discNumber, date: info.date, genre: info.genre), "\(json)")
