@@ -3,10 +3,16 @@ enum Text {
     /// `text` without trailing NULs and spaces, cut to at most ``TrackInfo/maximumTextBytes`` bytes of UTF-8 at a
     /// character boundary; nil when nothing is left.
     static func clean(_ text: String) -> String? {
-        var scalars = Substring(text).unicodeScalars
-        while let last = scalars.last, last == "\u{0}" || last == " " { scalars.removeLast() }
-        guard !scalars.isEmpty else { return nil }
-        var result = String(String.UnicodeScalarView(scalars))
+        // NUL and space are single bytes in UTF-8 that never occur inside a longer sequence: trimmed byte by byte.
+        let utf8 = text.utf8
+        var end = utf8.endIndex
+        while end > utf8.startIndex {
+            let last = utf8.index(before: end)
+            guard utf8[last] == 0 || utf8[last] == 0x20 else { break }
+            end = last
+        }
+        guard end > utf8.startIndex else { return nil }
+        var result = end == utf8.endIndex ? text : String(decoding: utf8[..<end], as: UTF8.self)
         if result.utf8.count > TrackInfo.maximumTextBytes {
             var cut = ""
             var used = 0

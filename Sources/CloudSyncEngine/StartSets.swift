@@ -83,8 +83,9 @@ final class WriterBytes: AudioBytes {
     private var block: [UInt8] = []
     private var blockStart: Int64 = 0
 
-    /// How far past what is asked a read from the partial file goes (never past the present bytes).
-    static let readAhead: Int64 = 64 << 10
+    /// How far past what is asked a read from the partial file goes (never past the present bytes): a tag's
+    /// frames without a picture fit, and the frame search reads its 88 KiB in one piece anyway.
+    static let readAhead: Int64 = 16 << 10
 
     init(writer: EntryWriter) { self.writer = writer }
 
