@@ -80,6 +80,46 @@ for i in range(count):
 PY
 }
 
+# make_mp3_lib DIR COUNT SIZE_BYTES [PER_ALBUM]: COUNT real MP3s of exactly SIZE_BYTES in make_lib's layout: an
+# ID3v2.4 tag (title, artist, album, track, year, genre; distinct per file, padded to the size), then CBR 256 kbit/s
+# frames of ffmpeg's pink noise cut at a frame boundary. What a pull analyses in a music library: make_lib's random
+# bytes have no tags, and the analyser searches their first 64 KiB for a frame in vain.
+make_mp3_lib() {
+    command -v ffmpeg >/dev/null 2>&1 || die "'ffmpeg' is missing: run scripts/install-deps.sh"
+    local base=$WORK/noise-$3.mp3
+    ffmpeg -v error -y -f lavfi -i "anoisesrc=d=$(( $3 / 32000 + 1 )):c=pink:a=0.3:seed=1" -ac 2 -ar 44100 -b:a 256k \
+        -write_xing 0 -id3v2_version 0 "$base"
+    python3 - "$@" "$base" <<'PY'
+import os, sys
+root, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+per = int(sys.argv[4]) if len(sys.argv) > 5 else 10
+noise = open(sys.argv[-1], "rb").read()
+def syncsafe(n): return bytes([(n >> 21) & 0x7F, (n >> 14) & 0x7F, (n >> 7) & 0x7F, n & 0x7F])
+def frame(fid, text):
+    data = b"\x03" + text.encode()
+    return fid.encode() + syncsafe(len(data)) + b"\x00\x00" + data
+# Frame boundaries of the MPEG-1 Layer III stream (ffmpeg writes no tag with -id3v2_version 0).
+bounds, i = [0], 0
+while i + 4 <= len(noise) and noise[i] == 0xFF:
+    rate = [44100, 48000, 32000][(noise[i + 2] >> 2) & 3]
+    kbps = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320][noise[i + 2] >> 4]
+    i += 144000 * kbps // rate + ((noise[i + 2] >> 1) & 1)
+    bounds.append(i)
+for n in range(count):
+    album = n // per
+    path = os.path.join(root, f"Artist {album // 10:03d}", f"Album {album % 10:02d}", f"Track {n:06d}.mp3")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    body = (frame("TIT2", f"Track {n} of album {album}") + frame("TPE1", f"Artist {album // 10:03d}")
+            + frame("TALB", f"Album {album % 10:02d}") + frame("TRCK", f"{n % per + 1}/{per}")
+            + frame("TDRC", "2019") + frame("TCON", "Electronic"))
+    audio = max(b for b in bounds if b <= size - 10 - len(body))
+    assert audio > 0, "SIZE_BYTES is too small for a tag and a frame"
+    padding = size - 10 - len(body) - audio
+    with open(path, "wb") as f:
+        f.write(b"ID3\x04\x00\x00" + syncsafe(len(body) + padding) + body + bytes(padding) + noise[:audio])
+PY
+}
+
 # tree_sum DIR: "<files> <bytes> <sha256 of sorted per-file sha256 list>" — compares two trees' content.
 tree_sum() {
     python3 - "$1" <<'PY'

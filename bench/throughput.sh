@@ -5,7 +5,7 @@
 # then on tmpfs (/dev/shm). Every peer is followed by `sync -f` on
 # its folder, so it ends with the same durability as a pull (whose tracks are on disk when it exits); every run
 # starts after a `sync -f`, so none pays for the previous one's writeback. Libraries: 200 x 8 MiB, 2000 x 200 KiB,
-# 1 x 1 GiB (--quick: 20 x 1 MiB, 100 x 20 KiB, 1 x 32 MiB). Servers: nginx (plain HTTP for curl, WebDAV dav-ext for
+# the same as real tagged MP3s (2000x200KiB-mp3), 1 x 1 GiB (--quick: 20 x 1 MiB, 100 x 20 KiB and as MP3s, 1 x 32 MiB). Servers: nginx (plain HTTP for curl, WebDAV dav-ext for
 # cloudsync) and rclone serve webdav (for cloudsync and rclone copy :webdav:). Each tool runs RUNS times (default
 # 5, --quick 1), interleaved; the first run of every tool is checked byte for byte. `uptime` is logged per run.
 # Each run also times the destination's own write of as many bytes (dd conv=fdatasync, no network): on a disk
@@ -91,8 +91,9 @@ PY2
     exit 0
 fi
 out=$RESULTS/throughput$([ $QUICK = 1 ] && echo -quick || true).md
-if [ $QUICK = 1 ]; then sets=("20x1MiB 20 1048576" "100x20KiB 100 20480" "1x32MiB 1 33554432")
-else sets=("200x8MiB 200 8388608" "2000x200KiB 2000 204800" "1x1GiB 1 1073741824"); fi
+# A set named *-mp3 is real MP3s with tags (make_mp3_lib), the others random bytes (make_lib).
+if [ $QUICK = 1 ]; then sets=("20x1MiB 20 1048576" "100x20KiB 100 20480" "100x20KiB-mp3 100 20480" "1x32MiB 1 33554432")
+else sets=("200x8MiB 200 8388608" "2000x200KiB 2000 204800" "2000x200KiB-mp3 2000 204800" "1x1GiB 1 1073741824"); fi
 if [ -n "${BENCH_SETS:-}" ]; then
     chosen=(); for set in "${sets[@]}"; do case " $BENCH_SETS " in *" ${set%% *} "*) chosen+=("$set") ;; esac; done
     sets=("${chosen[@]}")
@@ -108,7 +109,8 @@ failures=0
 
 for set in "${sets[@]}"; do
     read -r name count size <<<"$set"
-    lib=$WORK/lib-$name; make_lib "$lib" "$count" "$size"
+    lib=$WORK/lib-$name
+    case $name in *-mp3) make_mp3_lib "$lib" "$count" "$size" ;; *) make_lib "$lib" "$count" "$size" ;; esac
     expect=$(tree_sum "$lib")
     gib=$(python3 -c "print($count*$size/2**30)")
     start_nginx "$lib"; start_rclone_webdav "$lib"

@@ -113,8 +113,9 @@ struct BenchQuickScaleTests {
         // One row per tool and destination: the disk (BENCH_DISK) and tmpfs.
         for tool in ["cloudsync@rclone-dav", "cloudsync@nginx-dav", "rclone-copy@rclone-dav", "curl@nginx-http", "dd-floor"] {
             #expect(table.contains("| \(tool)/tmpfs |"), "no tmpfs row for \(tool) in:\n\(table)")
-            #expect(table.components(separatedBy: "| \(tool)/").count - 1 == 2 * 3, "not two rows per library for \(tool) in:\n\(table)")
+            #expect(table.components(separatedBy: "| \(tool)/").count - 1 == 2 * 4, "not two rows per library for \(tool) in:\n\(table)")
         }
+        #expect(table.contains("## 100x20KiB-mp3"), "no library of real MP3s in:\n\(table)")
     }
 
     @Test("scale --quick: pull and ls --offline complete")
