@@ -89,27 +89,8 @@ extension Configuration {
         }
     }
 
-    /// A TOML basic string.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16, uppercase: true)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    /// A TOML basic string (a JSON string literal is one: the same escapes, control characters and DEL included).
+    static func quoted(_ text: String) -> String { JSONText.string(text) }
 
     /// Exact and parseable by `ByteSize.parse`: "10GiB", "512KiB", "1000".
     static func renderSize(_ bytes: Int64) -> String {

@@ -1,4 +1,5 @@
 import CloudSyncConfig
+import CloudSyncCore
 import Testing
 
 private func value(_ text: String, _ path: String...) throws -> TOMLNode? {
@@ -126,5 +127,15 @@ struct TOMLParserTests {
             try TOMLParser.parse(bytes: Array("a = 1\nb = \"".utf8) + [0xC3, 0x28, 0x22], file: "p.toml")
         }
         #expect(throws: Never.self) { try TOMLParser.parse(bytes: [0xEF, 0xBB, 0xBF] + Array("a = 1".utf8), file: "p.toml") }
+    }
+}
+
+/// `config show` writes strings with `JSONText.string`: every such literal is a TOML basic string that the parser
+/// reads back as the same text, control characters and DEL included.
+@Suite struct TOMLQuotedStringTests {
+    @Test(arguments: ["plain", "quote \" backslash \\", "tab\t nl\n cr\r", "nul\u{0} unit\u{1F} del\u{7F}",
+                      "Кино/東京 🎵", "env:VAR", "", "trailing \\"])
+    func jsonStringLiteralsAreTOMLBasicStrings(_ text: String) throws {
+        #expect(try value("v = \(JSONText.string(text))", "v")?.value == .string(text))
     }
 }

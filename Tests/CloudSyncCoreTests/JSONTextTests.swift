@@ -6,13 +6,13 @@ import Testing
     /// Hostile names survive the hand-written JSON: a real parser reads back exactly the same string.
     @Test(arguments: [
         "plain.mp3", "quote \" and backslash \\ .flac", "tab\there", "new\nline", "bell\u{07}", "nul\u{0}byte",
-        "Кино/東京 🎵.opus", "slash/and\u{1F}unit", "",
+        "Кино/東京 🎵.opus", "slash/and\u{1F}unit", "del\u{7F}", "",
     ])
     func stringsRoundTrip(_ text: String) throws {
         let literal = JSONText.string(text)
         let parsed = try JSONSerialization.jsonObject(with: Data("[\(literal)]".utf8)) as? [String]
         #expect(parsed == [text])
-        #expect(!literal.unicodeScalars.contains { $0.value < 0x20 }, "control characters must be escaped")
+        #expect(!literal.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "control characters and DEL must be escaped")
     }
 
     /// Numbers read back as the same Double; what JSON cannot say is null.

@@ -1,7 +1,8 @@
 /// JSON text written by hand (RFC 8259) where Foundation's encoders cost too much per value: `ls --json` over
 /// 100,000 rows, and a pull's record of every analysed track's tags.
 public enum JSONText {
-    /// `text` as a JSON string literal: quote, backslash and control characters escaped, the rest as it is.
+    /// `text` as a JSON string literal: quote, backslash, control characters and DEL escaped, the rest as it is.
+    /// Every escape it writes is also one of TOML's, so the literal is a TOML basic string too (`config show`).
     public static func string(_ text: String) -> String {
         var out = "\""
         out.reserveCapacity(text.utf8.count + 2)
@@ -12,8 +13,8 @@ public enum JSONText {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                let hex = String(scalar.value, radix: 16, uppercase: true)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)
             }
