@@ -11,29 +11,41 @@ extension Cache {
     /// throws `.busy`; with `wait: true` the call blocks until the other writer closes.
     /// The partial file is created at full size (sparse). If the index claims bytes of a partial file that is
     /// gone or has the wrong size, those claims are dropped. Throws `.notFound` for an unknown entry.
-    public func openWriter(remote: String, path: String, wait: Bool = false) throws(CacheError) -> EntryWriter {
+    /// `id` is the entry's id when the caller has it (a pull's plan): its lookup by path is then skipped, and if
+    /// that id now names another entry (a moved path, an id reused after a removal) the path is looked up.
+    public func openWriter(remote: String, path: String, id known: Int64? = nil, wait: Bool = false) throws(CacheError) -> EntryWriter {
+        if let known, let writer = try openWriter(id: known, remote: remote, path: path, wait: wait, checkingPath: true) {
+            return writer
+        }
         guard let id = try rowID(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
+        guard let writer = try openWriter(id: id, remote: remote, path: path, wait: wait, checkingPath: false) else {
+            throw CacheError(.changed, "\(remote):\(path) was removed from the index while waiting for its lock.", path: path)
+        }
+        return writer
+    }
+
+    /// The writer of entry `id` under its lock, or nil when the entry is gone (or, `checkingPath`, is no longer
+    /// `remote`'s `path`); the lock is let go then.
+    private func openWriter(id: Int64, remote: String, path: String, wait: Bool, checkingPath: Bool) throws(CacheError) -> EntryWriter? {
         let lock = try EntryLock.acquire(cache: self, id: id, wait: wait,
                                          busyMessage: "\(remote):\(path) is being downloaded by another cloudsync process. "
                                             + "Try again when it finishes.")
         // Read under the lock: the entry may have changed or gone while we waited.
-        guard var row = try self.row(id: id) else {
-            throw CacheError(.changed, "\(remote):\(path) was removed from the index while waiting for its lock.", path: path)
-        }
+        guard var row = try self.row(id: id), !checkingPath || (row.remote == remote && row.file.path == path) else { return nil }
         if try reconcilePromotion(row), let repaired = try self.row(id: id) { row = repaired }
         return try EntryWriter(cache: self, row: row, lock: lock)
     }
 
-    /// Opens the entry for writing like ``openWriter(remote:path:wait:)``, waiting while another writer (of this
-    /// process or another) holds its lock: non-blocking attempts with an async back-off (5 ms doubling to 100 ms,
-    /// the `TokenStore.lock` idiom), so no thread is parked meanwhile. Cancellation ends the wait
+    /// Opens the entry for writing like ``openWriter(remote:path:id:wait:)``, waiting while another writer (of
+    /// this process or another) holds its lock: non-blocking attempts with an async back-off (5 ms doubling to
+    /// 100 ms, the `TokenStore.lock` idiom), so no thread is parked meanwhile. Cancellation ends the wait
     /// (`CancellationError`).
-    public func openWriterWaiting(remote: String, path: String) async throws -> EntryWriter {
+    public func openWriterWaiting(remote: String, path: String, id: Int64? = nil) async throws -> EntryWriter {
         var pause: UInt64 = 5_000_000
         while true {
             let held: CacheError
             do {
-                return try openWriter(remote: remote, path: path, wait: false)
+                return try openWriter(remote: remote, path: path, id: id, wait: false)
             } catch {
                 held = error
             }

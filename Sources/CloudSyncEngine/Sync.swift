@@ -404,13 +404,13 @@ public struct Sync: Sendable {
             let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent && !tried.contains($0.path) }
             if heads.isEmpty { break }
             var room = cachePlan.budget.addingSaturating(-(try cache.heldBytes()))
-            var batch: [RemoteFile] = []
+            var batch: [FetchItem] = []
             for head in heads {
                 let track = tracks[head.track]
                 let adds = max(0, track.startBytes - track.partialBytes)
                 guard adds <= room else { break }
                 room -= adds
-                batch.append(plan.fetch[head.file].file)
+                batch.append(FetchItem(file: plan.fetch[head.file].file, id: track.id))
             }
             if batch.isEmpty {
                 let estimated = heads.filter { !tracks[$0.track].startSetKnown }
@@ -422,10 +422,10 @@ public struct Sync: Sendable {
                 reduction.items += reduced.items
                 reduction.busy += reduced.busy
                 batch = wanted(roundPlan, roundTracks, .head) { !$0.headPresent && !tried.contains($0.path) }
-                    .map { plan.fetch[$0.file].file }
+                    .map { FetchItem(file: plan.fetch[$0.file].file, id: roundTracks[$0.track].id) }
                 if batch.isEmpty { break }
             }
-            tried.formUnion(batch.map(\.path))
+            tried.formUnion(batch.map(\.file.path))
             rounds += 1
             logger.debug("budget: head round \(rounds): \(batch.count) head(s) of \(remote)")
             try await forEach(batch, fetcher: fetcher) { job in
@@ -442,7 +442,8 @@ public struct Sync: Sendable {
         let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
         reduction.items += reduced.items
         reduction.busy += reduced.busy
-        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }.map { plan.fetch[$0.file].file }
+        let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
+            .map { FetchItem(file: plan.fetch[$0.file].file, id: tracks[$0.track].id) }
         try await forEach(whole, fetcher: fetcher) { job in
             try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
@@ -515,7 +516,13 @@ public struct Sync: Sendable {
     /// Runs `work` for each file with at most `options.jobs` fetching at once. `work` returns nil to go on to
     /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
     /// rethrown after the running files stop; other errors become `.failed` results.
-    private func forEach(_ items: [RemoteFile], fetcher: FileFetcher,
+    /// A file to fetch and its entry's id in the index (from the plan: opening its writer needs no lookup by path).
+    struct FetchItem {
+        let file: RemoteFile
+        let id: Int64
+    }
+
+    private func forEach(_ items: [FetchItem], fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
         var fatal: (any Error)?
@@ -527,10 +534,10 @@ public struct Sync: Sendable {
             var committed: [String: FileResult] = [:]
             func launch() {
                 guard next < items.count, fatal == nil else { return }
-                let file = items[next]
+                let (file, id) = (items[next].file, items[next].id)
                 next += 1
                 group.addTask {
-                    let step = try await fetchOne(file, fetcher: fetcher, work: work)
+                    let step = try await fetchOne(file, id: id, fetcher: fetcher, work: work)
                     if case .finished(_, let result) = step {
                         events(.fileFinished(remote: remote, path: file.path, result: result))
                     }
@@ -568,12 +575,12 @@ public struct Sync: Sendable {
 
     /// One file: open its entry (waiting for another writer without parking a thread), run `work`, then verify
     /// (refetching once after a hash mismatch) and hand back its commit.
-    private func fetchOne(_ file: RemoteFile, fetcher: FileFetcher,
+    private func fetchOne(_ file: RemoteFile, id: Int64, fetcher: FileFetcher,
                           work: @Sendable (FileJob) async throws -> FileResult?) async throws -> Step {
         for attempt in 1 ... 2 {
             let writer: EntryWriter
             do {
-                writer = try await cache.openWriterWaiting(remote: remote, path: file.path)
+                writer = try await cache.openWriterWaiting(remote: remote, path: file.path, id: id)
             } catch let error as CacheError {
                 if error.stopsRun { throw error }
                 return .finished(path: file.path, result: .failed(message: error.message, exitCode: error.exitCode))

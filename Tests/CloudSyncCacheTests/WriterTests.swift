@@ -373,4 +373,29 @@ import TestSupport
         waiter.cancel()
         await #expect(throws: CancellationError.self) { _ = try await waiter.value }
     }
+
+    /// A pull opens a writer by the id its plan gave (no lookup by path); an id that names another entry now, or
+    /// none, falls back to the path, so the writer is always the asked path's.
+    @Test func openingByIDFallsBackToThePathWhenTheIDIsStale() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: 100))
+        try cache.upsert(remote: "r", file: remoteFile("b.mp3", size: 200))
+        try cache.upsert(remote: "other", file: remoteFile("a.mp3", size: 300))
+        let a = try #require(try cache.rowID(remote: "r", path: "a.mp3"))
+        let b = try #require(try cache.rowID(remote: "r", path: "b.mp3"))
+        let otherA = try #require(try cache.rowID(remote: "other", path: "a.mp3"))
+        for (path, id, size) in [("a.mp3", a, Int64(100)), ("a.mp3", b, 100), ("b.mp3", 9_999, 200), ("a.mp3", otherA, 100)] {
+            let writer = try cache.openWriter(remote: "r", path: path, id: id)
+            #expect(writer.remote == "r" && writer.path == path && writer.size == size, "\(path) by id \(id)")
+            writer.close()
+        }
+        // While the right writer is open, the entry is busy, whatever id is given.
+        let held = try cache.openWriter(remote: "r", path: "a.mp3", id: a)
+        #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "a.mp3", id: b) }
+        held.close()
+        let missing = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "c.mp3", id: a) }
+        #expect(missing?.code == .notFound)
+    }
 }
