@@ -513,15 +513,15 @@ public struct Sync: Sendable {
         case committed(path: String, result: FileResult)
     }
 
-    /// Runs `work` for each file with at most `options.jobs` fetching at once. `work` returns nil to go on to
-    /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
-    /// rethrown after the running files stop; other errors become `.failed` results.
     /// A file to fetch and its entry's id in the index (from the plan: opening its writer needs no lookup by path).
     struct FetchItem {
         let file: RemoteFile
         let id: Int64
     }
 
+    /// Runs `work` for each file with at most `options.jobs` fetching at once. `work` returns nil to go on to
+    /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
+    /// rethrown after the running files stop; other errors become `.failed` results.
     private func forEach(_ items: [FetchItem], fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
