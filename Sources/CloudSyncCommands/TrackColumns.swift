@@ -86,15 +86,15 @@ struct TrackColumns {
     /// The `tags` member of a row's JSON object: the tags present, keys sorted (`{}` without tags).
     static func jsonTags(_ label: TrackLabel) -> String {
         let t = label.tags
-        var members: [String] = []
-        if let v = t.album { members.append("\"album\":\(JSONText.string(v))") }
-        if let v = t.albumArtist { members.append("\"album_artist\":\(JSONText.string(v))") }
-        if let v = t.artist { members.append("\"artist\":\(JSONText.string(v))") }
-        if let v = t.date { members.append("\"date\":\(JSONText.string(v))") }
-        if let v = t.disc { members.append("\"disc\":\(v)") }
-        if let v = t.genre { members.append("\"genre\":\(JSONText.string(v))") }
-        if let v = t.title { members.append("\"title\":\(JSONText.string(v))") }
-        if let v = t.track { members.append("\"track\":\(v)") }
-        return "\"tags\":{\(members.joined(separator: ","))}"
+        var object = JSONText.Object()
+        object.add("album", t.album)
+        object.add("album_artist", t.albumArtist)
+        object.add("artist", t.artist)
+        object.add("date", t.date)
+        object.add("disc", t.disc)
+        object.add("genre", t.genre)
+        object.add("title", t.title)
+        object.add("track", t.track)
+        return "\"tags\":" + object.text
     }
 }

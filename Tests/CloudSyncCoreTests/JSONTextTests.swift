@@ -27,4 +27,21 @@ import Testing
         #expect(JSONText.number(-.infinity) == "null")
         #expect(JSONText.number(.nan) == "null")
     }
+
+    /// An object keeps its members in the order added, leaves nil values out and reads back with a real parser.
+    @Test func objectsKeepTheirMembers() throws {
+        var object = JSONText.Object()
+        #expect(JSONText.Object().text == "{}")
+        object.add("title", "Кино \"live\"\n")
+        object.add("missing", String?.none)
+        object.add("track", 7)
+        object.add("none", Int?.none)
+        object.add("seconds", 40.5)
+        object.add("infinite", Double.infinity)
+        #expect(object.text == #"{"title":"Кино \"live\"\n","track":7,"seconds":40.5,"infinite":null}"#)
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(object.text.utf8)) as? [String: Any])
+        #expect(parsed["title"] as? String == "Кино \"live\"\n")
+        #expect(parsed["track"] as? Int == 7 && parsed["seconds"] as? Double == 40.5 && parsed["infinite"] is NSNull)
+        #expect(parsed.count == 4)
+    }
 }
