@@ -53,13 +53,11 @@ final class EasyHandlePool: Sendable {
 
     /// A reset handle, or a new one (nil when curl_easy_init fails).
     func take() -> UnsafeMutableRawPointer? {
-        if let box = idle.withLock({ $0.popLast() }) {
-            curl_easy_reset(box.pointer)
-            return box.pointer
-        }
+        if let box = idle.withLock({ $0.popLast() }) { return box.pointer }
         return curl_easy_init()
     }
 
+    /// Keeps `handle`, which its owner has reset with `curl_easy_reset` (so no pointer into the owner outlives it).
     func put(_ handle: UnsafeMutableRawPointer) {
         let kept = idle.withLock { list -> Bool in
             guard list.count < capacity else { return false }
