@@ -14,7 +14,7 @@ extension Cache {
     /// `id` is the entry's id when the caller has it (a pull's plan): its lookup by path is then skipped, and if
     /// that id now names another entry (a moved path, an id reused after a removal) the path is looked up.
     public func openWriter(remote: String, path: String, id known: Int64? = nil, wait: Bool = false) throws(CacheError) -> EntryWriter {
-        if let known, let writer = try openWriter(id: known, remote: remote, path: path, wait: wait, checkingPath: true) {
+        if let known, let writer = try openWriter(knownID: known, remote: remote, path: path, wait: wait) {
             return writer
         }
         guard let id = try rowID(remote: remote, path: path) else { throw notFound(remote: remote, path: path) }
@@ -22,6 +22,19 @@ extension Cache {
             throw CacheError(.changed, "\(remote):\(path) was removed from the index while waiting for its lock.", path: path)
         }
         return writer
+    }
+
+    /// The writer of entry `id` when it is still `remote`'s `path`, or nil (the caller looks the path up). When
+    /// its lock is held, the entry is read without the lock: another entry's writer (the id was reused, the path
+    /// moved) says nothing about this path, which is looked up instead of reported busy or waited for.
+    private func openWriter(knownID id: Int64, remote: String, path: String, wait: Bool) throws(CacheError) -> EntryWriter? {
+        do {
+            return try openWriter(id: id, remote: remote, path: path, wait: false, checkingPath: true)
+        } catch where error.code == .busy {
+            guard let row = try self.row(id: id), row.remote == remote, row.file.path == path else { return nil }
+            if !wait { throw error }
+            return try openWriter(id: id, remote: remote, path: path, wait: true, checkingPath: true)
+        }
     }
 
     /// The writer of entry `id` under its lock, or nil when the entry is gone (or, `checkingPath`, is no longer

@@ -393,7 +393,15 @@ import TestSupport
         }
         // While the right writer is open, the entry is busy, whatever id is given.
         let held = try cache.openWriter(remote: "r", path: "a.mp3", id: a)
-        #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "a.mp3", id: b) }
+        let busy = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "a.mp3", id: b) }
+        #expect(busy?.code == .busy)
+        // Another entry's writer holding the stale id's lock says nothing about this path: it opens.
+        let other = try cache.openWriter(remote: "r", path: "b.mp3", id: a)
+        #expect(other.path == "b.mp3" && other.size == 200)
+        // Nor does it make a missing path busy.
+        let stillMissing = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "c.mp3", id: a) }
+        #expect(stillMissing?.code == .notFound)
+        other.close()
         held.close()
         let missing = #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: "c.mp3", id: a) }
         #expect(missing?.code == .notFound)
