@@ -25,7 +25,7 @@ public final class Cache: Sendable {
     let locksFD: Int32
     let store: Mutex<Database>
     /// Runs checkpoints and group commits of this cache's writers, off every caller's thread.
-    let writer = CacheWriter()
+    let writer: CacheWriter
     /// The key for sealed entries, and whether new files are sealed (`cache.encrypt`).
     public let encryption: CacheEncryption
 
@@ -109,6 +109,7 @@ public final class Cache: Sendable {
         self.encryption = encryption
         tracksURL = root.appendingPathComponent("tracks", isDirectory: true)
         self.limits = limits
+        writer = CacheWriter(batchDelay: limits.batchDelay)
         self.logger = logger
         self.io = io
         self.fs = fs
@@ -418,6 +419,11 @@ public final class Cache: Sendable {
             try db.first(Self.rowByPath, [.text(remote), .text(path)], IndexRow.init)
         }
     }
+
+    /// While `on`, group commits do not wait ``CacheLimits/batchDelay`` for more files: the waiting one runs now,
+    /// and each later one as soon as its first file is queued. A pull turns it on once every file of a round is
+    /// fetched (no more can join; waiting would only delay the last tracks and the pull's end) and off again.
+    public func hurryPromotions(_ on: Bool) { writer.hurry(on, self) }
 
     /// The id of the entry at `path` of `remote`, without reading its row (a writer reads it under its lock).
     func rowID(remote: String, path: String) throws(CacheError) -> Int64? {

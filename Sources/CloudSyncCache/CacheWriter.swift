@@ -23,9 +23,10 @@ final class CacheWriter: Sendable {
     /// How long a batch waits for more files after its first.
     let batchDelay: DispatchTimeInterval
 
-    init(batchFiles: Int = 64, batchDelay: DispatchTimeInterval = .milliseconds(25)) {
+    init(batchFiles: Int = 64, batchDelay: Duration = .milliseconds(25)) {
         self.batchFiles = batchFiles
-        self.batchDelay = batchDelay
+        // Within 0 … 1 hour, so the conversion cannot overflow.
+        self.batchDelay = .nanoseconds(Int(max(0, min(batchDelay / .nanoseconds(1), 3_600e9))))
     }
 
     /// Runs `work` on the writer queue; returns at once.
@@ -76,6 +77,8 @@ final class CacheWriter: Sendable {
         var requests: [PromotionRequest] = []
         /// A batch is queued on the writer and has not taken its files yet.
         var scheduled = false
+        /// Batches run without waiting for more files (``hurry(_:_:)``).
+        var hurry = false
     }
 
     struct PromotionRequest: Sendable {
@@ -92,19 +95,33 @@ final class CacheWriter: Sendable {
     func promote(_ writer: EntryWriter, in cache: Cache) async throws(CacheError) {
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, CacheError>, Never>) in
             let request = PromotionRequest(writer: writer) { c.resume(returning: $0) }
-            let (schedule, full) = waiting.withLock { w -> (Bool, Bool) in
+            let (schedule, full, hurry) = waiting.withLock { w -> (Bool, Bool, Bool) in
                 w.requests.append(request)
-                if w.scheduled { return (false, w.requests.count == batchFiles) }
+                if w.scheduled { return (false, w.requests.count == batchFiles, w.hurry) }
                 w.scheduled = true
-                return (true, false)
+                return (true, false, w.hurry)
             }
-            if schedule {
+            if schedule && !hurry {
                 queue.asyncAfter(deadline: .now() + batchDelay) { self.runBatch(cache) }
-            } else if full {
+            } else if schedule || full {
                 queue.async { self.runBatch(cache) }
             }
         }
         try result.get()
+    }
+
+    /// Promotions queued and not yet taken by a batch.
+    var waitingCount: Int { waiting.withLock { $0.requests.count } }
+
+    /// While `on`, no batch waits for more files: the waiting one runs now, and each next one as soon as its first
+    /// file is queued. For a caller that knows no more files are coming for a while (a pull whose files are all
+    /// fetched); waiting would only delay the last tracks.
+    func hurry(_ on: Bool, _ cache: Cache) {
+        let run = waiting.withLock { w -> Bool in
+            w.hurry = on
+            return on && !w.requests.isEmpty
+        }
+        if run { queue.async { self.runBatch(cache) } }
     }
 
     /// Promotes the queued files (at most `batchFiles`) as one batch, on the writer queue.

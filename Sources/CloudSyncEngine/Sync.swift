@@ -532,10 +532,16 @@ public struct Sync: Sendable {
             // any order): each file is reported once those queued before it are.
             var committing: [String] = []
             var committed: [String: FileResult] = [:]
+            // Files being fetched (not committing). Once none is, no file can join the waiting group commit: the
+            // cache's commits stop waiting for more (`hurryPromotions`) until the next round.
+            var fetching = 0
+            var hurried = false
+            defer { if hurried { cache.hurryPromotions(false) } }
             func launch() {
                 guard next < items.count, fatal == nil else { return }
                 let (file, id) = (items[next].file, items[next].id)
                 next += 1
+                fetching += 1
                 group.addTask {
                     let step = try await fetchOne(file, id: id, fetcher: fetcher, work: work)
                     if case .finished(_, let result) = step {
@@ -550,9 +556,11 @@ public struct Sync: Sendable {
                     guard let step = try await group.next() else { break }
                     switch step {
                     case .finished(let path, let result):
+                        fetching -= 1
                         collect(path, result)
                         launch()
                     case .committing(let path, let commit):
+                        fetching -= 1
                         committing.append(path)
                         group.addTask { .committed(path: path, result: try await commit()) }
                         launch()
@@ -563,6 +571,10 @@ public struct Sync: Sendable {
                             events(.fileFinished(remote: remote, path: first, result: result))
                             collect(first, result)
                         }
+                    }
+                    if (fetching == 0) != hurried {
+                        hurried = fetching == 0
+                        cache.hurryPromotions(hurried)
                     }
                 } catch {
                     if fatal == nil { fatal = error }

@@ -174,6 +174,48 @@ import TestSupport
         for writer in writers { writer.close() }
     }
 
+    /// A group commit waits `batchDelay` for more files (here an hour) unless the cache is told to hurry (a pull
+    /// with no file left to fetch): then the waiting batch runs at once, and so does each one queued while it
+    /// hurries; once told to stop, commits wait again.
+    @Test func hurriedPromotionsDoNotWaitForMoreFiles() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url, limits: CacheLimits(batchDelay: .seconds(3600)))
+        let names = ["a.mp3", "b.mp3", "c.mp3"]
+        try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 300) })
+        let writers = try names.map { try cache.openWriter(remote: "r", path: $0) }
+        for writer in writers {
+            try writer.writePattern(0 ..< 300)
+            try writer.verify(expectedHash: nil) { _ in nil }
+        }
+        func promoting(_ writer: EntryWriter) -> Task<CacheError?, Never> {
+            Task { () async -> CacheError? in
+                do throws(CacheError) { try await writer.promote(); return nil } catch { return error }
+            }
+        }
+        func complete(_ name: String) -> Bool { (try? cache.entry(remote: "r", path: name))??.state == .complete }
+        // (A promotion that never runs is not awaited: the test fails instead of waiting the hour.)
+        // Queued first, then hurried: the waiting batch runs now.
+        let first = promoting(writers[0])
+        #expect(await eventually(Self.patience) { cache.writer.waitingCount == 1 })
+        cache.hurryPromotions(true)
+        try #require(await eventually(Self.patience) { complete("a.mp3") })
+        #expect(await first.value == nil)
+        // Queued while hurrying: runs at once.
+        let second = promoting(writers[1])
+        try #require(await eventually(Self.patience) { complete("b.mp3") })
+        #expect(await second.value == nil)
+        // Not hurrying any more: the next one waits for its batch's delay, until told again.
+        cache.hurryPromotions(false)
+        let third = promoting(writers[2])
+        #expect(await eventually(Self.patience) { cache.writer.waitingCount == 1 })
+        #expect(!complete("c.mp3"))
+        cache.hurryPromotions(true)
+        try #require(await eventually(Self.patience) { complete("c.mp3") })
+        #expect(await third.value == nil)
+        for writer in writers { writer.close() }
+    }
+
     /// A cache in `dir` with one entry, r:a.mp3 of `size` bytes, and its writer holding all of them.
     static func written(_ size: Int64, in dir: TemporaryDirectory) throws -> (Cache, EntryWriter) {
         let cache = try Cache.open(root: dir.url)
