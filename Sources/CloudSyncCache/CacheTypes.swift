@@ -7,8 +7,8 @@ public struct CacheLimits: Sendable, Hashable {
     public var checkpointBytes: Int64
     /// …or this long after its last checkpoint, whichever comes first.
     public var checkpointInterval: Duration
-    /// How long a group commit waits for more files after its first (``Cache/promoteWaitingNow()`` ends the wait
-    /// when no more can come).
+    /// How long a group commit waits for more files after its first (``Cache/hurryPromotions(_:)`` ends the wait
+    /// while no more can come).
     public var batchDelay: Duration
 
     public init(checkpointBytes: Int64 = 4 * 1024 * 1024, checkpointInterval: Duration = .seconds(2),

@@ -84,7 +84,8 @@ final class WriterBytes: AudioBytes {
     private var blockStart: Int64 = 0
 
     /// How far past what is asked a read from the partial file goes (never past the present bytes): a tag's
-    /// frames without a picture fit, and the frame search reads its 88 KiB in one piece anyway.
+    /// frames without a picture fit, and the frame search reads its window (24 KiB, or 88 KiB when the frame is
+    /// not in the first 16 KiB) in one piece anyway.
     static let readAhead: Int64 = 16 << 10
 
     init(writer: EntryWriter) { self.writer = writer }
