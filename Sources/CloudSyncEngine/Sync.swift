@@ -411,6 +411,8 @@ public struct Sync: Sendable {
         var tried: Set<String> = []
         var scheduled = false
         var rounds = 0
+        // The plan the rounds ended with, when nothing changed the cache after it was made: the tails' plan.
+        var unchanged: (CachePlan, [PlanningTrack])?
         while true {
             let (cachePlan, tracks) = try budget.plan(removing: removing)
             if !scheduled {
@@ -418,7 +420,10 @@ public struct Sync: Sendable {
                 scheduled = true
             }
             let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent && !tried.contains($0.path) }
-            if heads.isEmpty { break }
+            if heads.isEmpty {
+                unchanged = (cachePlan, tracks)
+                break
+            }
             var room = cachePlan.budget.addingSaturating(-(try cache.heldBytes()))
             var batch: [FetchItem] = []
             for head in heads {
@@ -454,7 +459,7 @@ public struct Sync: Sendable {
         }
 
         // Tails: plan with the real start sets, make room, fetch the planned whole tracks in priority order.
-        let (cachePlan, tracks) = try budget.plan(removing: removing)
+        let (cachePlan, tracks) = try unchanged ?? budget.plan(removing: removing)
         let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
         reduction.items += reduced.items
         reduction.busy += reduced.busy
