@@ -186,8 +186,8 @@ public struct Sync: Sendable {
     }
 
     /// Lists the remote and plans the pull. A full listing is planned and (with `recording`) recorded in the
-    /// index in groups (``recordingGroup``), so a pull holds the paths of the listing and the plan, never the whole listing; a
-    /// listing cut short has recorded only what the remote said, and removes nothing. A change feed is
+    /// index in groups (``recordingGroup``), so a pull holds the paths of the listing and the plan, never the
+    /// whole listing; a listing cut short has recorded only what the remote said, and removes nothing. A change feed is
     /// collected first (changes are few) and then applied over the index's paths: deletions, moves (a file
     /// keeps its provider id), upserts; incomplete entries it does not mention are planned too.
     func survey(recording: Bool) async throws -> Survey {
