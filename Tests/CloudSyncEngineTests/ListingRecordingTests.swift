@@ -34,17 +34,6 @@ private final class ScriptedListing: Provider {
     }
 }
 
-private struct NoTransport: Transport {
-    func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
-        throw TestFailure("no request expected")
-    }
-
-    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
-                  into sink: any ByteSink) async throws -> DownloadOutcome {
-        throw TestFailure("no download expected")
-    }
-}
-
 private final class Flag: Sendable {
     private let value = Atomic<Bool>(false)
     func set() { value.store(true, ordering: .relaxed) }
@@ -59,7 +48,7 @@ private func files(_ folder: String, _ count: Int) -> [RemoteFile] {
 }
 
 private func survey(_ provider: ScriptedListing, cache: Cache) async throws -> Sync.Survey {
-    let sync = Sync(remote: "scripted", providerName: "scripted", provider: provider, transport: NoTransport(),
+    let sync = Sync(remote: "scripted", providerName: "scripted", provider: provider, transport: UnusedTransport(),
                     pacer: Pacer(policy: .init(retries: 0)), cache: cache, options: SyncOptions(), logger: .silent, events: { _ in })
     return try await sync.survey(recording: true)
 }

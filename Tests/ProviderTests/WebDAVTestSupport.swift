@@ -44,17 +44,6 @@ final class MemorySink: ByteSink {
     var bytes: [UInt8] { storage.withLock { $0 } }
 }
 
-/// A transport that must never be used (parsing tests).
-struct UnusedTransport: Transport {
-    func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
-        throw ProviderError(.invalidResponse, "UnusedTransport.send called for \(request.method) \(request.url)")
-    }
-
-    func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
-                  into sink: any ByteSink) async throws -> DownloadOutcome {
-        throw ProviderError(.invalidResponse, "UnusedTransport.download called")
-    }
-}
 
 /// A pacer that records the delays it was asked to wait and waits them for real (bounded by the tests'
 /// Retry-After of 1 s).

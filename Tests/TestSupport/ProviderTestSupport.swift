@@ -1,6 +1,6 @@
 // Shared support for the provider tests: the Python fakes of Tests/Fakes as child processes, an in-memory
-// `ByteSink`, a pacer that records the waits it is asked for, a log recorder, and the pages of one listing.
-// Each provider's own fake wrapper (URLs, control endpoints, log decoding) is built on these pieces.
+// `ByteSink`, a pacer that records the waits it is asked for, a log recorder, the pages of one listing, and a transport
+// that must not be used. Each provider's own fake wrapper (URLs, control endpoints, log decoding) is built on these pieces.
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
@@ -235,4 +235,18 @@ public func listingPages(_ provider: some Provider, cursor: String? = nil) async
     var pages: [ListingPage] = []
     for try await page in provider.listAudio(cursor: cursor) { pages.append(page) }
     return pages
+}
+
+/// A transport that must never be used (parsing tests, listings without downloads): every call throws.
+public struct UnusedTransport: Transport {
+    public init() {}
+
+    public func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
+        throw ProviderError(.invalidResponse, "UnusedTransport.send called for \(request.method) \(request.url)")
+    }
+
+    public func download(_ request: HTTPRequest, range: ClosedRange<Int64>?, ifRange: String?, whenRangeIgnored: IgnoredRange,
+                         into sink: any ByteSink) async throws -> DownloadOutcome {
+        throw ProviderError(.invalidResponse, "UnusedTransport.download called")
+    }
 }
