@@ -26,6 +26,8 @@ public final class Cache: Sendable {
     let store: Mutex<Database>
     /// Runs checkpoints and group commits of this cache's writers, off every caller's thread.
     let writer: CacheWriter
+    /// Every entry writer lock this cache holds, on one descriptor of `locks/entries.lock`.
+    let entryLocks = EntryLockTable()
     /// The key for sealed entries, and whether new files are sealed (`cache.encrypt`).
     public let encryption: CacheEncryption
 

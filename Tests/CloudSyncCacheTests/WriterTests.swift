@@ -125,6 +125,40 @@ import TestSupport
         Issue.record("b.mp3 stayed locked after the other process ended")
     }
 
+    /// One cache's locks share one descriptor, where the kernel merges neighbouring bytes into one range: letting
+    /// one entry go frees exactly that entry, for this cache and for another (a second `Cache` of the same root
+    /// has its own descriptor, so it meets the first one's locks as another process would), and writers that
+    /// come and go in any order leave nothing locked.
+    @Test func neighbouringEntryLocksAreLetGoOneByOne() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let names = (0 ..< 6).map { "t\($0).mp3" }
+        try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 100) })
+        let other = try Cache.open(root: dir.url)
+        func busyInOther(_ name: String) -> Bool {
+            do {
+                try other.openWriter(remote: "r", path: name).close()
+                return false
+            } catch {
+                return error.code == .busy
+            }
+        }
+        var writers = try names.map { try cache.openWriter(remote: "r", path: $0) }
+        #expect(names.allSatisfy(busyInOther))
+        writers[2].close()
+        #expect(names.map(busyInOther) == [true, true, false, true, true, true])
+        // Still this cache's own: the ones held are busy here too, the one let go opens.
+        #expect(throws: CacheError.self) { try cache.openWriter(remote: "r", path: names[3]) }
+        writers[2] = try cache.openWriter(remote: "r", path: names[2])
+        var rng = SystemRandomNumberGenerator()
+        for i in writers.indices.shuffled(using: &rng) { writers[i].close() }
+        writers.removeAll()
+        #expect(!names.contains(where: busyInOther))
+        // The entries are free in this cache again.
+        for name in names { try cache.openWriter(remote: "r", path: name).close() }
+    }
+
     /// Lock files of older builds (one per entry) are swept; one an older build still holds stays.
     @Test func legacyLockFilesAreSwept() throws {
         let dir = try TemporaryDirectory()
