@@ -470,38 +470,52 @@ public final class EntryWriter: Sendable {
         var generation = row.generation
         var name = Cache.partialName(id: row.id, generation: generation)
         var committed = row.ranges
-        var fd = openat(cache.partialFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        // Nothing claimed (most opens: a file not fetched yet) and no partial file: one `openat` creates it.
+        var created = false
+        var fd: Int32 = -1
+        if committed.isEmpty {
+            fd = openat(cache.partialFD, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                created = true
+            } else if errno != EEXIST {
+                throw cache.fs.error("open", cache.display("partial/\(name)"))
+            }
+        }
+        if !created { fd = openat(cache.partialFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC) }
         var st = stat()
         let sealing = cache.encryption.sealsNewFiles
         var sealer: Sealer?
         // A sealed file is kept only while it holds claimed blocks: a file that holds none is made afresh, with a
         // new salt, so no key ever seals other bytes under a nonce it used before.
-        let sizeMatches = fd >= 0 && fstat(fd, &st) == 0 && row.sealed == sealing && Int64(st.st_size) == row.diskSize
+        let sizeMatches = !created && fd >= 0 && fstat(fd, &st) == 0 && row.sealed == sealing
+            && Int64(st.st_size) == row.diskSize
         if sizeMatches, !sealing || (!committed.isEmpty && {
             sealer = try? cache.sealer(reading: fd, row: row, generation: generation, display: name)
             return sealer != nil
         }()) {
             // The partial file is intact: keep what the index claims.
         } else {
-            if fd < 0, errno != ENOENT { throw cache.fs.error("open", cache.display("partial/\(name)")) }
-            if fd >= 0 { Glibc.close(fd) }
-            // An encrypted file that nobody claims a byte of is simply made afresh (a new salt).
-            let unclaimedSealed = sizeMatches && sealing && committed.isEmpty
-            if !committed.isEmpty || (fd >= 0 && !unclaimedSealed) {
-                // The index claimed bytes of a file that is gone or damaged, or stored in the other form
-                // (`cache.encrypt` changed), and readers may still hold it open: the new file gets a generation
-                // of its own, so no reader takes its bytes for the old file's.
-                cache.logger.warning(row.sealed != sealing
-                    ? "partial file of \(row.remote):\(row.path) is \(row.sealed ? "encrypted" : "plaintext") but cache.encrypt "
-                        + "is \(sealing); restarting it (`cloudsync cache \(sealing ? "encrypt" : "decrypt")` converts instead)"
-                    : "partial file of \(row.remote):\(row.path) was missing or truncated; restarting it")
-                generation = try cache.retireGeneration(id: row.id, generation: generation)
-                _ = unlinkat(cache.partialFD, name, 0)
-                name = Cache.partialName(id: row.id, generation: generation)
-                committed = ByteRanges()
+            if !created {
+                if fd < 0, errno != ENOENT { throw cache.fs.error("open", cache.display("partial/\(name)")) }
+                if fd >= 0 { Glibc.close(fd) }
+                // An encrypted file that nobody claims a byte of is simply made afresh (a new salt).
+                let unclaimedSealed = sizeMatches && sealing && committed.isEmpty
+                if !committed.isEmpty || (fd >= 0 && !unclaimedSealed) {
+                    // The index claimed bytes of a file that is gone or damaged, or stored in the other form
+                    // (`cache.encrypt` changed), and readers may still hold it open: the new file gets a generation
+                    // of its own, so no reader takes its bytes for the old file's.
+                    cache.logger.warning(row.sealed != sealing
+                        ? "partial file of \(row.remote):\(row.path) is \(row.sealed ? "encrypted" : "plaintext") but cache.encrypt "
+                            + "is \(sealing); restarting it (`cloudsync cache \(sealing ? "encrypt" : "decrypt")` converts instead)"
+                        : "partial file of \(row.remote):\(row.path) was missing or truncated; restarting it")
+                    generation = try cache.retireGeneration(id: row.id, generation: generation)
+                    _ = unlinkat(cache.partialFD, name, 0)
+                    name = Cache.partialName(id: row.id, generation: generation)
+                    committed = ByteRanges()
+                }
+                fd = try cache.fs.openFile(name, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
+                                           display: cache.display("partial/\(name)"))
             }
-            fd = try cache.fs.openFile(name, in: cache.partialFD, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600,
-                                       display: cache.display("partial/\(name)"))
             if sealing {
                 do throws(CacheError) {
                     let header = SealedHeader.fresh()
