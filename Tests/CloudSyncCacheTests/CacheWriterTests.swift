@@ -174,6 +174,45 @@ import TestSupport
         for writer in writers { writer.close() }
     }
 
+    /// A batch's barrier writes every file out before any `fdatasync` (all writes started, then each waited for),
+    /// so the syncs find their data on disk and share one journal commit. A write-out error is that file's
+    /// failure and its fdatasync is skipped (the kernel reports a write error once, so the fdatasync after it
+    /// would succeed without the bytes); a write-out the file does not support (EINVAL) leaves it to fdatasync.
+    @Test func theBarrierWritesEveryFileOutBeforeAnySync() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let fds = try (0 ..< 5).map { i -> Int32 in
+            let fd = open(dir.url.appendingPathComponent("f\(i)").path, O_RDWR | O_CREAT, 0o600)
+            try #require(fd >= 0)
+            try #require(write(fd, "bytes \(i)", 7) == 7)
+            return fd
+        }
+        defer { for fd in fds { close(fd) } }
+        let log = Mutex<[String]>([])
+        var io = FileIO.system
+        let real = FileIO.system
+        io.writeOut = { fd, wait throws(Errno) in
+            let i = fds.firstIndex(of: fd) ?? -1
+            log.withLock { $0.append("\(wait ? "wait" : "start") \(i)") }
+            if wait && i == 1 { throw Errno(EIO) }
+            if !wait && i == 3 { throw Errno(EINVAL) }
+            try real.writeOut(fd, wait)
+        }
+        io.fdatasync = { fd throws(Errno) in
+            log.withLock { $0.append("sync \(fds.firstIndex(of: fd) ?? -1)") }
+            try real.fdatasync(fd)
+        }
+        let errors = CacheWriter.syncTogether(fds, io: io)
+        #expect(errors.map { $0?.rawValue } == [nil, EIO, nil, nil, nil])
+        let calls = log.withLock { $0 }
+        #expect(Array(calls.prefix(10)) == ["start 0", "start 1", "start 2", "start 3", "start 4",
+                                            "wait 0", "wait 1", "wait 2", "wait 3", "wait 4"])
+        #expect(Set(calls.dropFirst(10)) == ["sync 0", "sync 2", "sync 3", "sync 4"])
+        #expect(calls.count == 14)
+        // The real call, on real files: no error.
+        #expect(CacheWriter.syncTogether(fds, io: .system).allSatisfy { $0 == nil })
+    }
+
     /// A group commit waits `batchDelay` for more files (here an hour) unless the cache is told to hurry (a pull
     /// with no file left to fetch): then the waiting batch runs at once, and so does each one queued while it
     /// hurries; once told to stop, commits wait again.
