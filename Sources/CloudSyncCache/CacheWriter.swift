@@ -140,13 +140,12 @@ final class CacheWriter: Sendable {
 
     /// Makes every descriptor's file durable and waits for all: first every file's pages are written out
     /// (``FileIO/writeOut``: all started, then each waited for), then `fdatasync` is issued on every descriptor
-    /// at once, from up to 16 threads. The
-    /// filesystem then commits its journal once for the lot: ext4 (journaled, 64 × 200 KiB) committed 8–9
-    /// times per batch when the fdatasyncs each waited for their own data first, since every file whose data
-    /// landed during a commit needed the next one, and once with the data written first (369 journal commits for
-    /// a pull of 2,000 small files, curl + `sync -f` 2; bench/README.md). One by one the fdatasyncs took 560 ms,
-    /// together 71 ms, `syncfs` 61 ms, but that would also flush every other program's writes. Returns, per
-    /// descriptor, the errno of a failed write-out or sync.
+    /// at once, from up to 16 threads, and the filesystem commits its journal once for the lot. Without the
+    /// write-out each fdatasync waited for its own data first, and every file whose data landed during a commit
+    /// needed the next one: ext4 (journaled, 64 × 200 KiB) committed 8–9 times per batch instead of once (a pull
+    /// of 2,000 small files: 369 journal commits, curl + `sync -f` 2; bench/README.md). One by one the fdatasyncs
+    /// took 560 ms, together 71 ms, `syncfs` 61 ms, but that would also flush every other program's writes.
+    /// Returns, per descriptor, the errno of a failed write-out or sync.
     static func syncTogether(_ fds: [Int32], io: FileIO) -> [Errno?] {
         if fds.isEmpty { return [] }
         if fds.count == 1 {
@@ -296,8 +295,9 @@ struct PromotionBatch {
             renamed = []
         }
         // 3. One sync per folder touched, all issued at once: ext4 commits its journal for each directory fsync
-        // (a directory's entries are journaled data), so one after another they cost a commit each (143 of a
-        // 2,000-file pull's 187); together they share one. Then the writers learn that they are complete.
+        // (a directory's entries are journaled data), so one after another they cost a commit each while the
+        // pull's other threads keep the journal busy; together they share one. Then the writers learn that they
+        // are complete.
         let touched = folders.filter { folder in renamed.contains { $0.parent == folder.value } }.sorted { $0.key < $1.key }
         let failedFolders = Mutex<[String]>([])
         SyncThreads.shared.run(touched.count) { i in
