@@ -157,9 +157,10 @@ final class CacheWriter: Sendable {
                 do throws(Errno) {
                     try io.writeOut(fd, wait)
                 } catch {
-                    // A call that does not apply to this file fails before any write: fdatasync alone then. Any
-                    // other error is the file's (the kernel reports a write error once, to the first caller).
-                    if ![EINVAL, ENOSYS, EOPNOTSUPP, ESPIPE].contains(error.rawValue) { failed[i] = error }
+                    // A call that does not apply to this file, or that a sandbox forbids (seccomp: EPERM, ENOSYS),
+                    // fails before any write: fdatasync alone then. Any other error is the file's (the kernel
+                    // reports a write error once, to the first caller).
+                    if ![EINVAL, ENOSYS, EOPNOTSUPP, ESPIPE, EPERM].contains(error.rawValue) { failed[i] = error }
                 }
             }
         }
