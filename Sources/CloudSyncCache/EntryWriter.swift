@@ -187,25 +187,12 @@ final class EntryLockTable: Sendable {
         state.withLock { if $0.fd >= 0 { Glibc.close($0.fd) } }
     }
 
-    /// Takes byte `id`; nil when `wait` is false and a writer of this cache or another holder has it. With `wait`
-    /// the calling thread blocks: polling every 2 ms while this cache holds the id, in `F_OFD_SETLKW` while
+    /// Takes byte `id`; nil when `wait` is false and a writer of this cache or another holder has it. The id is
+    /// reserved in this cache first (no other writer of it then touches the byte), then locked in the kernel. With
+    /// `wait` the calling thread blocks: polling every 2 ms while this cache holds the id, in `F_OFD_SETLKW` while
     /// another process does.
     func acquire(cache: Cache, id: Int64, wait: Bool) throws(CacheError) -> EntryLock? {
         let display = cache.display("locks/\(Self.fileName)")
-        if !wait {
-            let taken = try state.withLock { s throws(CacheError) -> Bool in
-                guard !s.held.contains(id) else { return false }
-                let fd = try Self.descriptor(&s, cache: cache, display: display)
-                if let e = Self.lock(fd, id, type: F_WRLCK, command: Self.setLock) {
-                    if e == EAGAIN || e == EACCES { return false }
-                    throw CacheError.system("fcntl(F_OFD_SETLK)", errno: e, path: display, cacheRoot: cache.rootPath)
-                }
-                s.held.insert(id)
-                return true
-            }
-            return taken ? EntryLock(table: self, id: id) : nil
-        }
-        // Reserve the id in this cache first (no other writer of it then touches the byte), then wait for others.
         var fd: Int32 = -1
         while true {
             let reserved = try state.withLock { s throws(CacheError) -> Bool in
@@ -215,11 +202,14 @@ final class EntryLockTable: Sendable {
                 return true
             }
             if reserved { break }
+            if !wait { return nil }
             usleep(2_000)
         }
-        if let e = Self.lock(fd, id, type: F_WRLCK, command: Self.setLockWaiting) {
+        if let e = Self.lock(fd, id, type: F_WRLCK, command: wait ? Self.setLockWaiting : Self.setLock) {
             _ = state.withLock { $0.held.remove(id) }
-            throw CacheError.system("fcntl(F_OFD_SETLKW)", errno: e, path: display, cacheRoot: cache.rootPath)
+            if !wait && (e == EAGAIN || e == EACCES) { return nil }
+            throw CacheError.system(wait ? "fcntl(F_OFD_SETLKW)" : "fcntl(F_OFD_SETLK)", errno: e, path: display,
+                                    cacheRoot: cache.rootPath)
         }
         return EntryLock(table: self, id: id)
     }
