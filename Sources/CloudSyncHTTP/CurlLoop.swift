@@ -40,6 +40,14 @@ final class CurlLoop: @unchecked Sendable {
     /// Transfers paused because their sink took no more bytes (``ByteSink/acceptsBytes()``), asked again every
     /// 2 ms.
     var held: [Exchange] = []
+    /// File slots (``TransferSlot``): active transfers per file holding one.
+    private var slotHolders: [ObjectIdentifier: Int] = [:]
+    /// Downloads waiting for a slot: of files that held one lately, then of new files, each in arrival order.
+    private var waitingAgain: [Exchange] = []
+    private var waitingNew: [Exchange] = []
+    /// Files whose last transfer ended lately, oldest first (at most ``latelyKept``).
+    private var lately: [ObjectIdentifier] = []
+    private static let latelyKept = 256
 
     init(limiter: BandwidthLimiter?) throws {
         let rc = CurlGlobal.initialized
@@ -66,6 +74,7 @@ final class CurlLoop: @unchecked Sendable {
                 exchange.continuation = c
                 inbox.withLock { $0.incoming.append(exchange) }
                 curl_multi_wakeup(multi)
+                exchange.slot?.queued?()
             }
         } onCancel: {
             exchange.cancelled.store(true, ordering: .relaxed)
@@ -89,23 +98,25 @@ final class CurlLoop: @unchecked Sendable {
             for exchange in incoming {
                 if exchange.cancelled.load(ordering: .relaxed) || stopping {
                     exchange.complete(with: .failure(CancellationError()))
-                    continue
+                } else if let slot = exchange.slot, !mayStart(slot) {
+                    if lately.contains(slot.file) { waitingAgain.append(exchange) } else { waitingNew.append(exchange) }
+                } else {
+                    start(exchange)
                 }
-                let rc = curl_multi_add_handle(multi, exchange.easy)
-                if rc != CURLM_OK {
-                    exchange.complete(with: .failure(ProviderError(.transient,
-                        "could not start a transfer to \(exchange.hostDescription): \(String(cString: curl_multi_strerror(rc)))")))
-                    continue
-                }
-                exchange.loop = self
-                active[exchange.easy] = exchange
             }
             // A cancelled download still writes what it gathered (kept by the file's next checkpoint).
             for exchange in cancelled {
+                if let waiting = dropWaiting(exchange) {
+                    waiting.complete(with: .failure(CancellationError()))
+                    continue
+                }
                 exchange.finishBody()
                 remove(exchange, result: .failure(CancellationError()))
             }
             if stopping {
+                for exchange in waitingAgain + waitingNew { exchange.complete(with: .failure(CancellationError())) }
+                waitingAgain = []
+                waitingNew = []
                 for exchange in Array(active.values) {
                     exchange.finishBody()
                     remove(exchange, result: .failure(CancellationError()))
@@ -151,12 +162,72 @@ final class CurlLoop: @unchecked Sendable {
         curl_multi_cleanup(multi)
     }
 
+    private func start(_ exchange: Exchange) {
+        let rc = curl_multi_add_handle(multi, exchange.easy)
+        if rc != CURLM_OK {
+            exchange.complete(with: .failure(ProviderError(.transient,
+                "could not start a transfer to \(exchange.hostDescription): \(String(cString: curl_multi_strerror(rc)))")))
+            return
+        }
+        exchange.loop = self
+        active[exchange.easy] = exchange
+        if let slot = exchange.slot { slotHolders[slot.file, default: 0] += 1 }
+    }
+
     private func remove(_ exchange: Exchange, result: Result<ExchangeResult, any Error>) {
         guard active.removeValue(forKey: exchange.easy) != nil else { return }
         _ = curl_multi_remove_handle(multi, exchange.easy)
         paused.removeAll { $0 === exchange }
         held.removeAll { $0 === exchange }
         exchange.loop = nil
+        if let slot = exchange.slot { release(slot) }
         exchange.complete(with: result)
+    }
+
+    // MARK: File slots
+
+    private func mayStart(_ slot: TransferSlot) -> Bool {
+        slotHolders[slot.file] != nil || slotHolders.count < slot.files
+    }
+
+    /// One transfer of `slot`'s file ended: the file lets its slot go with its last, and the waiting downloads
+    /// that may start now start (before the loop polls again).
+    private func release(_ slot: TransferSlot) {
+        guard let count = slotHolders[slot.file] else { return }
+        if count > 1 {
+            slotHolders[slot.file] = count - 1
+            return
+        }
+        slotHolders[slot.file] = nil
+        lately.removeAll { $0 == slot.file }
+        lately.append(slot.file)
+        if lately.count > Self.latelyKept { lately.removeFirst() }
+        waitingAgain = startWhatMay(waitingAgain)
+        waitingNew = startWhatMay(waitingNew)
+    }
+
+    /// Starts, in order, every download of `queue` that may start; returns the others. One whose remote was
+    /// paused while it waited fails with ``TransferSlot/Deferred`` instead (its pacer asks again after the pause).
+    private func startWhatMay(_ queue: [Exchange]) -> [Exchange] {
+        var still: [Exchange] = []
+        for waiting in queue {
+            guard let slot = waiting.slot, !mayStart(slot) else {
+                if waiting.slot?.startsNow?() == false {
+                    waiting.complete(with: .failure(TransferSlot.Deferred()))
+                } else {
+                    start(waiting)
+                }
+                continue
+            }
+            still.append(waiting)
+        }
+        return still
+    }
+
+    /// Takes `exchange` out of the slot queues; nil when it was not waiting.
+    private func dropWaiting(_ exchange: Exchange) -> Exchange? {
+        if let i = waitingAgain.firstIndex(where: { $0 === exchange }) { return waitingAgain.remove(at: i) }
+        if let i = waitingNew.firstIndex(where: { $0 === exchange }) { return waitingNew.remove(at: i) }
+        return nil
     }
 }

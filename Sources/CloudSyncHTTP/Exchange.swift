@@ -88,6 +88,8 @@ final class Exchange: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let mode: BodyMode
+    /// The file slot a download needs before it starts (``TransferSlot``).
+    let slot: TransferSlot?
     private let limiter: BandwidthLimiter?
 
     let cancelled = Atomic<Bool>(false)
@@ -140,6 +142,7 @@ final class Exchange: @unchecked Sendable {
         }
         self.easy = easy
         self.mode = mode
+        if case .download(_, let sink, _, _) = mode { slot = sink.slot } else { slot = nil }
         self.limiter = options.bandwidth
         hostDescription = request.url.host ?? "<no host>"
         method = request.method

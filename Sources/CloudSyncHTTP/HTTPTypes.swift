@@ -99,11 +99,47 @@ public protocol ByteSink: Sendable {
     /// (`serve`'s) keeps 0. The gathered bytes are written when the batch is full and when the transfer ends,
     /// cut or cancelled included, before the outcome is reported.
     var writeBatchBytes: Int { get }
+    /// The file slot this download needs (``TransferSlot``); nil (the default) starts at once.
+    var slot: TransferSlot? { get }
 }
 
 extension ByteSink {
     public func acceptsBytes() -> Bool { true }
     public var writeBatchBytes: Int { 0 }
+    public var slot: TransferSlot? { nil }
+}
+
+/// Bounds how many files a transport downloads at once. A download whose sink names a slot starts when its file
+/// is transferring already (another stream of it: segments) or fewer than `files` files are; otherwise it waits
+/// in the transport, on its network thread, and starts there the moment a file's last transfer ends: no thread
+/// hand-off between one file's end and the next file's start. Downloads of files that transferred lately (a
+/// redirect's next hop, a file's next range) start before those of new files, each kind in the order asked.
+///
+/// So a pull can open more files than it downloads at once: their bookkeeping (opening the entry, analysing
+/// a start set, queueing the promotion) overlaps other files' transfers, and the connections never wait for it.
+public struct TransferSlot: Sendable {
+    /// The file: all of its downloads share one slot.
+    public var file: ObjectIdentifier
+    /// Most files transferring at once.
+    public var files: Int
+    /// Called once the transport has the request (before it waits for a slot or starts), on the caller's thread:
+    /// what is asked after this reaches the transport after it.
+    public var queued: (@Sendable () -> Void)?
+    /// Asked, on the network thread, when a download that waited for a slot would start: false (its remote was
+    /// paused meanwhile: a 429's `Retry-After`) fails it with ``Deferred`` instead, before any byte is asked for.
+    public var startsNow: (@Sendable () -> Bool)?
+
+    /// A download that waited for its slot did not start (``startsNow``): ask again once the remote may be asked.
+    /// `Pacer.run` does so without counting an attempt.
+    public struct Deferred: Error {}
+
+    public init(file: ObjectIdentifier, files: Int, queued: (@Sendable () -> Void)? = nil,
+                startsNow: (@Sendable () -> Bool)? = nil) {
+        self.file = file
+        self.files = max(1, files)
+        self.queued = queued
+        self.startsNow = startsNow
+    }
 }
 
 /// What a ranged download delivered.

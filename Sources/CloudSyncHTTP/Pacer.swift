@@ -52,13 +52,17 @@ public final class Pacer: Sendable {
     /// Runs `operation`, retrying it while it throws a retryable `ProviderError`, up to `policy.retries` times.
     /// Before each attempt it waits while the remote is paused. A retryable error with `retryAfter` waits exactly
     /// that long; `.rateLimited` errors (with or without `retryAfter`) pause the whole remote. Rethrows the last
-    /// error (or any non-retryable one, or `CancellationError`) unchanged.
+    /// error (or any non-retryable one, or `CancellationError`) unchanged. A download that did not start because the
+    /// remote was paused while it waited for a transfer slot (``TransferSlot/Deferred``) is asked again, not counted.
     public func run<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
         var attempt = 0
         while true {
             try await waitWhilePaused()
             do {
                 return try await operation()
+            } catch is TransferSlot.Deferred {
+                // It waited for a transfer slot while the remote was paused: ask again after the pause.
+                continue
             } catch let error as ProviderError where error.isRetryable && attempt < retries(for: error) {
                 attempt += 1
                 let delay = error.retryAfter ?? backoff(attempt: attempt)
@@ -76,6 +80,9 @@ public final class Pacer: Sendable {
     private func retries(for error: ProviderError) -> Int {
         error.code == .unreachable ? policy.unreachableRetries : policy.retries
     }
+
+    /// Whether the remote is paused now (a request would wait before it starts).
+    public var isPaused: Bool { pausedUntil.withLock { $0 } > now() }
 
     /// Pauses every request of the remote for `seconds` from now (extends, never shortens, a pause).
     public func pause(for seconds: TimeInterval) {

@@ -38,6 +38,27 @@ struct PacerTests {
         #expect(clock.now.timeIntervalSince(before) == 5)
     }
 
+    /// A download that waited for its transfer slot while the remote was paused (`TransferSlot.Deferred`) is asked
+    /// again after the pause, and that costs no attempt: with no retries at all it still succeeds.
+    @Test func aDeferredDownloadIsAskedAgainAfterThePauseWithoutCountingAnAttempt() async throws {
+        let clock = FakeClock()
+        let pacer = Pacer(policy: .init(retries: 0), sleep: { try await clock.sleep($0) }, now: { clock.now })
+        let calls = Mutex(0)
+        #expect(!pacer.isPaused)
+        let result = try await pacer.run("GET x") { () -> Int in
+            let n = calls.withLock { $0 += 1; return $0 }
+            if n < 3 {
+                pacer.pause(for: 4)
+                #expect(pacer.isPaused)
+                throw TransferSlot.Deferred()
+            }
+            return n
+        }
+        #expect(result == 3)
+        #expect(clock.sleeps == [4, 4])
+        #expect(!pacer.isPaused)
+    }
+
     @Test func nonRetryableErrorsAreThrownAtOnce() async throws {
         let server = try await faultServer()
         let clock = FakeClock()

@@ -259,6 +259,74 @@ struct TransportTests {
         }
     }
 
+    /// File slots (``TransferSlot``), two of them: a third file's download waits in the transport (it never
+    /// reaches the server) until a file's last transfer ends; a second stream of a transferring file starts at
+    /// once; a waiting download that is cancelled throws `CancellationError` and never starts; a file that
+    /// transferred lately starts before a new file that waited longer; and a waiting download whose remote was
+    /// paused meanwhile (`startsNow` false) fails with `Deferred` instead of starting.
+    @Test func fileSlotsBoundTheFilesTransferringAtOnce() async throws {
+        struct SlotSink: ByteSink {
+            let slot: TransferSlot?
+            func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {}
+        }
+        final class File: Sendable {}
+        // The server holds each request until the test lets its name go.
+        let arrived = Mutex<[String]>([])
+        let released = Mutex<Set<String>>([])
+        let server = try LoopbackHTTPServer { request in
+            let name = String(request.target.dropFirst("/f/".count))
+            arrived.withLock { $0.append(name) }
+            for _ in 0 ..< 20_000 where !released.withLock({ $0.contains(name) }) { usleep(1000) }
+            return .init(status: 200, body: Data("x".utf8))
+        }
+        func arrivedNow() -> [String] { arrived.withLock { $0 } }
+        func waitFor(_ name: String) async throws {
+            while !arrivedNow().contains(name) { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        let (a, b, c, d, e) = (File(), File(), File(), File(), File())
+        func get(_ name: String, _ file: File, startsNow: (@Sendable () -> Bool)? = nil) -> Task<Int, any Error> {
+            let sink = SlotSink(slot: TransferSlot(file: ObjectIdentifier(file), files: 2, startsNow: startsNow))
+            return Task {
+                try await transport.download(HTTPRequest(url: server.url("/f/\(name)")), range: nil, ifRange: nil,
+                                             into: sink).head.status
+            }
+        }
+        let a1 = get("a1", a), b1 = get("b1", b)
+        try await waitFor("a1")
+        try await waitFor("b1")
+        let c1 = get("c1", c)
+        let a2 = get("a2", a)  // another stream of a file that holds a slot
+        try await waitFor("a2")
+        let d1 = get("d1", d)
+        let e1 = get("e1", e)
+        try await Task.sleep(for: .milliseconds(50))
+        e1.cancel()
+        await #expect(throws: CancellationError.self) { try await e1.value }
+        #expect(Set(arrivedNow()) == ["a1", "b1", "a2"], "files beyond the slots reached the server")
+
+        // a's last transfer ends: c (the first new file that waited) starts, d still waits.
+        released.withLock { $0.formUnion(["a1", "a2"]) }
+        #expect(try await a1.value == 200)
+        #expect(try await a2.value == 200)
+        try await waitFor("c1")
+        // x's remote is paused while it waits.
+        let x = File()
+        let x1 = get("x1", x, startsNow: { false })
+        // a asks again (its next range) while b and c transfer: when b ends, a starts before d.
+        let a3 = get("a3", a)
+        try await Task.sleep(for: .milliseconds(50))
+        released.withLock { _ = $0.insert("b1") }
+        #expect(try await b1.value == 200)
+        try await waitFor("a3")
+        #expect(!arrivedNow().contains("d1"), "a new file started before one that transferred lately")
+
+        released.withLock { $0.formUnion(["c1", "a3", "d1"]) }
+        for task in [c1, a3, d1] { #expect(try await task.value == 200) }
+        await #expect(throws: TransferSlot.Deferred.self) { try await x1.value }
+        #expect(arrivedNow().suffix(3) == ["c1", "a3", "d1"])
+        #expect(!arrivedNow().contains("e1") && !arrivedNow().contains("x1"))
+    }
+
     @Test func refusedConnectionIsUnreachableAndNamesTheHostOnly() async throws {
         let listener = try LoopbackHTTPServer { _ in .init() }
         let port = listener.port
