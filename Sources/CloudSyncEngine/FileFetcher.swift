@@ -55,10 +55,15 @@ final class FileJob: Sendable {
         }
     }
 
-    init(remote: String, file: RemoteFile, writer: EntryWriter, capabilities: ProviderCapabilities) {
+    /// Called whenever the transport has one of this file's requests (``TransferSlot/queued``).
+    let requested: (@Sendable () -> Void)?
+
+    init(remote: String, file: RemoteFile, writer: EntryWriter, capabilities: ProviderCapabilities,
+         requested: (@Sendable () -> Void)? = nil) {
         self.remote = remote
         self.file = file
         self.writer = writer
+        self.requested = requested
         let expected = capabilities.hashToVerify(for: file)
         expectedHash = expected
         state = Mutex(State(etag: writer.validator, hasher: expected.map { makeHasher(for: $0.kind) }))
@@ -200,6 +205,8 @@ struct JobSink: ByteSink {
 
     /// ``FileFetcher/writeBatchBytes``.
     let writeBatchBytes: Int
+    /// ``FileFetcher/transferSlots``.
+    let slot: TransferSlot?
 }
 
 /// Downloads the missing bytes of files with ranged GETs and completes them. One per remote.
@@ -227,6 +234,10 @@ struct FileFetcher: Sendable {
     /// The bytes a transfer gathers before one write (``ByteSink/writeBatchBytes``): a pull's 128 KiB cost ext4
     /// far fewer write calls; `serve` passes 0, so a player waiting for a seek's bytes gets each piece at once.
     var writeBatchBytes = 128 << 10
+    /// Most files transferring at once (``TransferSlot``): a pull's `jobs`, while it keeps more files open so their
+    /// bookkeeping overlaps other files' transfers. nil: every download starts at once (`serve`'s, which a player
+    /// waits for).
+    var transferSlots: Int? = nil
 
     /// Fetches every missing byte of `job` inside `bounds`. With `checkpointAtEnd` the bytes are made durable
     /// (on the cache's writer) before returning; the full pass skips that because promotion syncs the file anyway
@@ -394,7 +405,10 @@ struct FileFetcher: Sendable {
             for h in download.headers { request.headers.add(h.name, h.value) }
             let sink = JobSink(job: job, generation: generation, progress: { bytes in
                 events(.progress(remote: job.remote, path: job.file.path, bytes: bytes))
-            }, writeBatchBytes: writeBatchBytes)
+            }, writeBatchBytes: writeBatchBytes, slot: transferSlots.map {
+                TransferSlot(file: ObjectIdentifier(job), files: $0, queued: job.requested,
+                             startsNow: { [pacer] in !pacer.isPaused })
+            })
             let ifRange = job.etag.flatMap(EntityTag.ifRangeValidator)
             let outcome = try await transport.download(request, range: chunk.lowerBound ... chunk.upperBound - 1, ifRange: ifRange,
                                                        whenRangeIgnored: segment ? .stop : .skipToOffset, into: sink)

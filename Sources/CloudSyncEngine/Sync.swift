@@ -359,7 +359,7 @@ public struct Sync: Sendable {
         }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                                   segments: options.segments, segmentThreshold: options.segmentThreshold,
-                                  events: events, logger: logger)
+                                  events: events, logger: logger, transferSlots: options.jobs)
         // Where each candidate is in `plan.fetch`, by path: indexes, not a copy of every `RemoteFile` (31 MiB at
         // 100,000 tracks).
         let candidates = Dictionary(plan.fetch.indices.map { (plan.fetch[$0].file.path, $0) }, uniquingKeysWith: { a, _ in a })
@@ -540,13 +540,19 @@ public struct Sync: Sendable {
         let id: Int64
     }
 
-    /// Runs `work` for each file with at most `options.jobs` fetching at once. `work` returns nil to go on to
-    /// verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
+    /// Runs `work` for each file with `2 × options.jobs` files open at once, of which the fetcher's transfer slots
+    /// let at most `options.jobs` download at once (``TransferSlot``): the others' bookkeeping (opening the entry,
+    /// analysing a start set, the hand-offs between threads) overlaps those transfers, and the next file's request
+    /// waits on the network thread, which starts it the moment a transfer ends. With `jobs` files open each file's
+    /// bookkeeping left its connection idle: 2,000 files of 200 KiB transferred on 2.4 connections of 4 on
+    /// average. File k opens once file k − jobs has asked for bytes or ended (``OpenGate``), so files ask in the
+    /// run's order as before (strictly with one job). `work` returns nil to go on to verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
     /// rethrown after the running files stop; other errors become `.failed` results.
     private func forEach(_ items: [FetchItem], fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {
         var fatal: (any Error)?
+        let gate = OpenGate(lead: options.jobs, files: items.count)
         await withThrowingTaskGroup(of: Step.self) { group in
             var next = 0
             // Commits end in the order they were queued (a group commit's files resume together, their tasks in
@@ -563,15 +569,18 @@ public struct Sync: Sendable {
                 let (file, id) = (items[next].file, items[next].id)
                 next += 1
                 fetching += 1
+                let index = next - 1
                 group.addTask {
-                    let step = try await fetchOne(file, id: id, fetcher: fetcher, work: work)
+                    await gate.wait(index)
+                    defer { gate.pass(index) }
+                    let step = try await fetchOne(file, id: id, fetcher: fetcher, requested: { gate.pass(index) }, work: work)
                     if case .finished(_, let result) = step {
                         events(.fileFinished(remote: remote, path: file.path, result: result))
                     }
                     return step
                 }
             }
-            for _ in 0 ..< options.jobs { launch() }
+            for _ in 0 ..< 2 * options.jobs { launch() }
             while true {
                 do {
                     guard let step = try await group.next() else { break }
@@ -600,6 +609,7 @@ public struct Sync: Sendable {
                 } catch {
                     if fatal == nil { fatal = error }
                     group.cancelAll()
+                    gate.openAll()
                 }
             }
         }
@@ -608,7 +618,7 @@ public struct Sync: Sendable {
 
     /// One file: open its entry (waiting for another writer without parking a thread), run `work`, then verify
     /// (refetching once after a hash mismatch) and hand back its commit.
-    private func fetchOne(_ file: RemoteFile, id: Int64, fetcher: FileFetcher,
+    private func fetchOne(_ file: RemoteFile, id: Int64, fetcher: FileFetcher, requested: @escaping @Sendable () -> Void,
                           work: @Sendable (FileJob) async throws -> FileResult?) async throws -> Step {
         for attempt in 1 ... 2 {
             let writer: EntryWriter
@@ -619,7 +629,8 @@ public struct Sync: Sendable {
                 return .finished(path: file.path, result: .failed(message: error.message, exitCode: error.exitCode))
             }
             events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingRanges().byteCount))
-            let job = FileJob(remote: remote, file: file, writer: writer, capabilities: provider.capabilities)
+            let job = FileJob(remote: remote, file: file, writer: writer, capabilities: provider.capabilities,
+                              requested: requested)
             do {
                 if let partial = try await work(job) {
                     // The kept part's checkpoint joins other files' (one journal commit) with the slot already free.
