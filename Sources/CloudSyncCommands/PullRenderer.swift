@@ -26,6 +26,9 @@ final class PullRenderer: Sendable {
     struct Active {
         var size: Int64
         var done: Int64
+        /// Bytes of it arrived in this run. A pull opens twice `--jobs` files and lets `--jobs` transfer: the frame
+        /// and `--stats` show the files whose bytes move, not those opened ahead and waiting for their turn.
+        var moving = false
     }
 
     struct State {
@@ -93,6 +96,7 @@ final class PullRenderer: Sendable {
         case .progress(_, let path, let bytes):
             state.withLock {
                 $0.active[path]?.done += bytes
+                $0.active[path]?.moving = true
                 $0.doneBytes += bytes
             }
             draw()
@@ -182,7 +186,7 @@ final class PullRenderer: Sendable {
             let percent = s.totalBytes > 0 ? " (\(Int(Double(s.doneBytes) / Double(s.totalBytes) * 100)) %)" : ""
             return "stats: \(s.finished) of \(counted(s.total, "file")), \(ByteSize.format(s.doneBytes)) of "
                 + "\(ByteSize.format(s.totalBytes))\(percent), \(ByteSize.format(Int64(Double(s.doneBytes) / elapsed)))/s, "
-                + "\(formatDuration(elapsed)) elapsed, \(s.active.count) running"
+                + "\(formatDuration(elapsed)) elapsed, \(s.active.values.count(where: \.moving)) running"
         }
     }
 
@@ -195,7 +199,8 @@ final class PullRenderer: Sendable {
             let elapsed = max(0.001, now.timeIntervalSince(s.started))
             return ProgressFrame(finished: s.finished, total: s.total, doneBytes: s.doneBytes, totalBytes: s.totalBytes,
                                  speed: Double(s.doneBytes) / elapsed,
-                                 files: s.active.sorted { $0.key < $1.key }.map { .init(name: $0.key, size: $0.value.size, done: $0.value.done) })
+                                 files: s.active.filter(\.value.moving).sorted { $0.key < $1.key }
+                                     .map { .init(name: $0.key, size: $0.value.size, done: $0.value.done) })
         }
         if let frame { console.showFrame(frame.lines(width: console.width)) }
     }

@@ -65,3 +65,24 @@ import Testing
         #expect(counted(2, "more track", "more tracks") == "2 more tracks")
     }
 }
+
+/// A pull opens twice `--jobs` files and lets `--jobs` transfer: `--stats` and the live frame count the files
+/// whose bytes move, not those opened ahead and waiting for a transfer slot.
+@Suite struct PullRendererTests {
+    @Test func filesOpenedAheadAreNotRunningUntilTheirBytesMove() {
+        let console = Console(environment: ["TERM": "dumb"], level: .error)
+        let renderer = PullRenderer(console: console, quiet: true, dryRun: false)
+        renderer.handle(.scheduled(remote: "lib", files: 3, headsOnly: 0, bytes: 3 << 20))
+        for name in ["a.mp3", "b.mp3", "c.mp3"] {
+            renderer.handle(.fileStarted(remote: "lib", path: name, size: 1 << 20, missing: 1 << 20))
+        }
+        #expect(renderer.statsLine().hasSuffix("0 running"), "\(renderer.statsLine())")
+        renderer.handle(.progress(remote: "lib", path: "b.mp3", bytes: 256 << 10))
+        #expect(renderer.statsLine().hasSuffix(", 1 running"), "\(renderer.statsLine())")
+        renderer.handle(.fileFinished(remote: "lib", path: "b.mp3", result: .completed(fetched: 1 << 20, verifiedWith: nil)))
+        renderer.handle(.progress(remote: "lib", path: "a.mp3", bytes: 1 << 20))
+        renderer.handle(.progress(remote: "lib", path: "c.mp3", bytes: 1 << 20))
+        #expect(renderer.statsLine().hasSuffix(", 2 running"), "\(renderer.statsLine())")
+        #expect(renderer.statsLine().hasPrefix("stats: 1 of 3 files, 2.3 MiB of 3.0 MiB (75 %)"), "\(renderer.statsLine())")
+    }
+}
