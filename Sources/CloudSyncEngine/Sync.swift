@@ -546,8 +546,9 @@ public struct Sync: Sendable {
     /// waits on the network thread, which starts it the moment a transfer ends. With `jobs` files open each file's
     /// bookkeeping left its connection idle: 2,000 files of 200 KiB transferred on 2.4 connections of 4 on
     /// average. File k opens once file k − jobs has asked for bytes or ended (``OpenGate``), so files ask in the
-    /// run's order as before (strictly with one job). `work` returns nil to go on to verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation) are
-    /// rethrown after the running files stop; other errors become `.failed` results.
+    /// run's order as before (strictly with one job). `work` returns nil to go on to verification and promotion.
+    /// Errors that must stop the whole remote (auth, disk full, cancellation) are rethrown after the running files
+    /// stop; other errors become `.failed` results.
     private func forEach(_ items: [FetchItem], fetcher: FileFetcher,
                          work: @escaping @Sendable (FileJob) async throws -> FileResult?,
                          collect: (String, FileResult) -> Void) async throws {

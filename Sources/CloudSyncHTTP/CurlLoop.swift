@@ -211,15 +211,13 @@ final class CurlLoop: @unchecked Sendable {
     private func startWhatMay(_ queue: [Exchange]) -> [Exchange] {
         var still: [Exchange] = []
         for waiting in queue {
-            guard let slot = waiting.slot, !mayStart(slot) else {
-                if waiting.slot?.startsNow?() == false {
-                    waiting.complete(with: .failure(TransferSlot.Deferred()))
-                } else {
-                    start(waiting)
-                }
-                continue
+            if let slot = waiting.slot, !mayStart(slot) {
+                still.append(waiting)
+            } else if waiting.slot?.startsNow?() == false {
+                waiting.complete(with: .failure(TransferSlot.Deferred()))
+            } else {
+                start(waiting)
             }
-            still.append(waiting)
         }
         return still
     }
