@@ -102,7 +102,11 @@ final class CacheWriter: Sendable {
                 return (true, false, w.hurry)
             }
             if schedule && !hurry {
-                queue.asyncAfter(deadline: .now() + batchDelay) { self.runBatch(cache) }
+                // Weak: a batch hurried out meanwhile leaves this block nothing to do, and holding the cache until the
+                // delay passed kept a pull that ended within it from closing its index (SQLite's WAL was left behind).
+                queue.asyncAfter(deadline: .now() + batchDelay) { [weak cache] in
+                    if let cache { self.runBatch(cache) }
+                }
             } else if schedule || full {
                 queue.async { self.runBatch(cache) }
             }

@@ -221,10 +221,10 @@ import TestSupport
     @Test func hurriedPromotionsDoNotWaitForMoreFiles() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
-        let cache = try Cache.open(root: dir.url, limits: CacheLimits(batchDelay: .seconds(3600)))
+        var cache = try Cache.open(root: dir.url, limits: CacheLimits(batchDelay: .seconds(3600)))
         let names = ["a.mp3", "b.mp3", "c.mp3"]
         try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 300) })
-        let writers = try names.map { try cache.openWriter(remote: "r", path: $0) }
+        var writers = try names.map { try cache.openWriter(remote: "r", path: $0) }
         for writer in writers {
             try writer.writePattern(0 ..< 300)
             try writer.verify(expectedHash: nil) { _ in nil }
@@ -255,6 +255,12 @@ import TestSupport
         try #require(await eventually(Self.patience) { complete("c.mp3") })
         #expect(await third.value == nil)
         for writer in writers { writer.close() }
+        writers = []
+        // The delayed runs of the hurried batches (due in an hour) do not keep the cache open: released, it closes
+        // its index (no WAL left behind).
+        weak let released = cache
+        cache = try Cache.open(root: dir.url)
+        #expect(released == nil, "a delayed batch still holds the cache")
     }
 
     /// A cache in `dir` with one entry, r:a.mp3 of `size` bytes, and its writer holding all of them.
