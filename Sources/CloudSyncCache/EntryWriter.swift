@@ -52,8 +52,10 @@ extension Cache {
     /// Opens the entry for writing like ``openWriter(remote:path:id:wait:)``, waiting while another writer (of
     /// this process or another) holds its lock: non-blocking attempts with an async back-off (5 ms doubling to
     /// 100 ms, the `TokenStore.lock` idiom), so no thread is parked meanwhile. Cancellation ends the wait
-    /// (`CancellationError`).
-    public func openWriterWaiting(remote: String, path: String, id: Int64? = nil) async throws -> EntryWriter {
+    /// (`CancellationError`). `busy` is called once, when the first attempt finds the entry held (a pull lets the
+    /// files behind this one go ahead meanwhile).
+    public func openWriterWaiting(remote: String, path: String, id: Int64? = nil,
+                                  busy: (@Sendable () -> Void)? = nil) async throws -> EntryWriter {
         var pause: UInt64 = 5_000_000
         while true {
             let held: CacheError
@@ -63,6 +65,7 @@ extension Cache {
                 held = error
             }
             guard held.code == .busy, held.errno == EWOULDBLOCK else { throw held }
+            if pause == 5_000_000 { busy?() }
             try await Task.sleep(nanoseconds: pause)
             pause = min(pause * 2, 100_000_000)
         }

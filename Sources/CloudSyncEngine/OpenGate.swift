@@ -1,10 +1,10 @@
 import Synchronization
 
 /// Keeps the files of a run asking for bytes in the run's order while twice `lead` are open: file k (counted from
-/// 0 in launch order) opens once file k − `lead` has handed the transport a request or ended (``pass(_:)``; both
-/// may happen, the first counts). At most `lead` files are then between opening and their first request, so with
-/// one job the files ask strictly one after another, as they did with one open. A file stuck before its first
-/// request (waiting for an entry another process writes) holds back only every `lead`-th file after it.
+/// 0 in launch order) opens once file k − `lead` has handed the transport a request, found its entry held by
+/// another writer (it waits for it out of order), or ended (``pass(_:)``; the first counts). At most `lead` files
+/// are then between opening and their first request, so with one job the files ask strictly one after another, as
+/// they did with one open; a file waiting for its entry holds back none behind it.
 final class OpenGate: Sendable {
     private struct State {
         /// Which files passed (one byte per file of the run).

@@ -624,7 +624,9 @@ public struct Sync: Sendable {
         for attempt in 1 ... 2 {
             let writer: EntryWriter
             do {
-                writer = try await cache.openWriterWaiting(remote: remote, path: file.path, id: id)
+                // Waiting for an entry another writer holds (a `serve` streaming it) counts as asking (``OpenGate``):
+                // the files behind this one go ahead.
+                writer = try await cache.openWriterWaiting(remote: remote, path: file.path, id: id, busy: requested)
             } catch let error as CacheError {
                 if error.stopsRun { throw error }
                 return .finished(path: file.path, result: .failed(message: error.message, exitCode: error.exitCode))

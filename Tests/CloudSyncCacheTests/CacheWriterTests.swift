@@ -402,19 +402,23 @@ import TestSupport
         let cache = try Cache.open(root: dir.url)
         try cache.upsert(remote: "r", files: [remoteFile("a.mp3", size: 100), remoteFile("b.mp3", size: 100)])
         let holder = try cache.openWriter(remote: "r", path: "a.mp3")
-        let waiter = Task { try await cache.openWriterWaiting(remote: "r", path: "a.mp3") }
+        let busy = Mutex(0)
+        let waiter = Task { try await cache.openWriterWaiting(remote: "r", path: "a.mp3", busy: { busy.withLock { $0 += 1 } }) }
         try await Task.sleep(for: .milliseconds(30))
         holder.close()
         let second = try await waiter.value
         #expect(second.path == "a.mp3")
+        // Told once that it had to wait (the back-off ran several rounds meanwhile).
+        #expect(busy.withLock { $0 } == 1)
         // While `second` holds it, a cancelled waiter gives up with CancellationError.
         let cancelled = Task { try await cache.openWriterWaiting(remote: "r", path: "a.mp3") }
         try await Task.sleep(for: .milliseconds(30))
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         second.close()
-        // A free entry opens at once; an unknown one is not waited for.
-        try await cache.openWriterWaiting(remote: "r", path: "b.mp3").close()
+        // A free entry opens at once, without calling `busy`; an unknown one is not waited for.
+        try await cache.openWriterWaiting(remote: "r", path: "b.mp3", busy: { busy.withLock { $0 += 1 } }).close()
+        #expect(busy.withLock { $0 } == 1)
         let unknown = await #expect(throws: CacheError.self) { try await cache.openWriterWaiting(remote: "r", path: "zzz.mp3") }
         #expect(unknown?.code == .notFound)
     }

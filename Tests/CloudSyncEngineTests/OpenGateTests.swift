@@ -1,3 +1,4 @@
+import CloudSyncCache
 @testable import CloudSyncEngine
 import Foundation
 import Synchronization
@@ -85,5 +86,31 @@ import Testing
                 #expect(passed < opened, "seed \(s): file \(i) opened before file \(i - lead) passed")
             }
         }
+    }
+}
+
+/// With the real binary: a file whose entry another writer holds (as `serve` does while it fetches a track) waits
+/// out of order. With one job and the first file held, the others are fetched meanwhile; the held one follows once
+/// it is let go.
+@Suite struct HeldEntryTests {
+    @Test func aHeldEntryHoldsBackNoFileBehindIt() throws {
+        let files: [(String, Int)] = (0 ..< 4).map { ("Disc/song \($0).mp3", 200_000 + $0 * 1000) }
+        let fixture = try Fixture(seed: 48, files: files)
+        defer { fixture.cleanup() }
+        let env = fixture.env
+        // Index the files, then hold the first one's entry.
+        let listed = try env.run(["ls", "--remote", env.remote])
+        #expect(listed.status == 0, "stderr: \(listed.stderr) stdout: \(listed.stdout)")
+        let cache = try Cache.open(root: env.cacheDir)
+        var holder: EntryWriter? = try cache.openWriter(remote: env.remote, path: files[0].0)
+        let pull = try env.start(["pull", "--jobs", "1"])
+        let others = files.dropFirst().map { env.tracks.appendingPathComponent($0.0).path }
+        let fetched = try eventuallyBlocking(30) { others.allSatisfy { FileManager.default.fileExists(atPath: $0) } }
+        #expect(fetched, "the files behind a held entry waited for it")
+        holder?.close()
+        holder = nil
+        let result = try pull.wait(timeout: 60)
+        #expect(result.status == 0, "stderr: \(result.stderr)")
+        try env.expectTracksEqual(fixture.library)
     }
 }
