@@ -462,8 +462,8 @@ public final class Cache: Sendable {
     }
 
     func notFound(remote: String, path: String) -> CacheError {
-        CacheError(.notFound, "\(remote):\(path) is not in the cache index. Run `cloudsync ls --remote \(remote) --refresh` "
-            + "to update the index.", path: path)
+        CacheError(.notFound, "\(remote):\(path) is not in the cache index. Run `cloudsync ls --remote \(remote)` "
+            + "(it lists the remote and updates the index).", path: path)
     }
 
     func display(_ relative: String) -> String { rootPath + "/" + relative }
