@@ -218,9 +218,12 @@ final class SyncThreads: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
         for _ in 0 ..< missing {
-            let thread = Thread { [self] in work() }
-            thread.name = "cloudsync-sync"
-            thread.start()
+            // Named from inside: on Linux, Foundation gives the OS thread a name set before `start()` only to
+            // `Thread.name`, so `top -H`, `perf` and /proc showed the creator's name.
+            Thread { [self] in
+                Thread.current.name = "cloudsync-sync"
+                work()
+            }.start()
         }
         group.wait()
     }

@@ -60,9 +60,12 @@ final class CurlLoop: @unchecked Sendable {
         self.multi = multi
         self.limiter = limiter
         _ = cloudsync_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        let thread = Thread { [self] in run() }
-        thread.name = "cloudsync-curl"
-        thread.start()
+        // Named from inside: on Linux, Foundation gives the OS thread a name set before `start()` only to
+        // `Thread.name`, so `top -H`, `perf` and /proc showed the creator's name.
+        Thread { [self] in
+            Thread.current.name = "cloudsync-curl"
+            run()
+        }.start()
     }
 
     /// Starts `exchange` on the loop thread and waits for its end without blocking a cooperative thread.

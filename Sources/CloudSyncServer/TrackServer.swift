@@ -114,9 +114,12 @@ public final class TrackServer: Sendable {
         let socket = try ListeningSocket(address: options.bind, port: options.port)
         listener.withLock { $0 = socket }
         boundPort.store(socket.port, ordering: .relaxed)
-        let thread = Thread { [self] in acceptLoop(socket) }
-        thread.name = "serve-accept"
-        thread.start()
+        // Named from inside: on Linux, Foundation gives the OS thread a name set before `start()` only to
+        // `Thread.name`.
+        Thread { [self] in
+            Thread.current.name = "serve-accept"
+            acceptLoop(socket)
+        }.start()
         // Debug only: `cloudsync serve` announces the URL itself, once.
         logger.debug("serve: listening on \(boundURL)/")
         return socket.port
