@@ -10,6 +10,8 @@ struct PullCommand {
     let context: CommandContext
 
     func run() async throws -> ExitCode {
+        let refused = BatchScheduling.enter()
+        if refused > 0 { context.logger.debug("\(refused) thread(s) could not be moved to SCHED_BATCH; the pull runs as it is") }
         let args = context.arguments
         let setup = Setup(context: context)
         let config = try setup.configuration()

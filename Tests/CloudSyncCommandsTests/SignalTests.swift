@@ -5,13 +5,15 @@ import Foundation
 import Testing
 import TestSupport
 
-/// Signals end a run with the shell's codes (130 for SIGINT, 143 for SIGTERM and SIGHUP), even while
-/// `pull --wait` queues behind another run's lock (#20.6).
-@Suite struct SignalTests {
-    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143)), (SIGHUP, Int32(143))])
-    func pullWaitingForTheLockEndsOnASignal(signal: Int32, expected: Int32) async throws {
+/// A `pull --wait` queued behind another run's pull lock (flock(1) holds it until `stop()`): a pull process that
+/// stays alive, with its transport's network thread started, for as long as a test needs.
+struct WaitingPull {
+    let dir: URL
+    let holder: ChildProcess
+    let pull: ChildProcess
+
+    static func start() async throws -> WaitingPull {
         let dir = try CLI.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
         let cache = dir.appendingPathComponent("cache")
         let config = dir.appendingPathComponent("config.toml")
         try "[cache]\ndir = \"\(cache.path)\"\n\n[remote.nas]\nprovider = \"webdav\"\nurl = \"http://127.0.0.1:1/dav/\"\nuser = \"u\"\npassword = \"p\"\n"
@@ -20,19 +22,58 @@ import TestSupport
         // Another run holds the pull lock: flock(1) takes it, says so, and keeps it until its stdin closes.
         let holder = try ChildProcess("flock", ["--no-fork", "--exclusive", cache.appendingPathComponent("locks/pull-nas.lock").path,
                                                 "sh", "-c", "echo locked; exec cat"])
-        defer { holder.stop() }
         _ = try await holder.waitForLine(prefix: "locked")
-
         let pull = try ChildProcess("sh", ["-c", "exec \"$0\" \"$@\" 2>&1", CLI.executable.path, "pull", "--wait", "--config", config.path],
                                     environment: ["PATH": "/usr/bin:/bin", "HOME": dir.path, "NO_COLOR": "1",
                                                   "XDG_STATE_HOME": dir.appendingPathComponent("state").path])
-        defer { pull.stop() }
         _ = try await pull.waitForLine(prefix: "cloudsync: info: waiting for another pull of remote nas", timeout: 60)
+        return WaitingPull(dir: dir, holder: holder, pull: pull)
+    }
+
+    func stop() {
+        pull.stop()
+        holder.stop()
+        try? FileManager.default.removeItem(at: dir)
+    }
+}
+
+/// Signals end a run with the shell's codes (130 for SIGINT, 143 for SIGTERM and SIGHUP), even while
+/// `pull --wait` queues behind another run's lock (#20.6).
+@Suite struct SignalTests {
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143)), (SIGHUP, Int32(143))])
+    func pullWaitingForTheLockEndsOnASignal(signal: Int32, expected: Int32) async throws {
+        let waiting = try await WaitingPull.start()
+        defer { waiting.stop() }
+        let pull = waiting.pull
         kill(pull.process.processIdentifier, signal)
         let deadline = Date().addingTimeInterval(60)
         while pull.process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
         try #require(!pull.process.isRunning, "pull --wait ignored signal \(signal)")
         #expect(pull.process.terminationReason == .exit)
         #expect(pull.process.terminationStatus == expected)
+    }
+}
+
+/// A pull runs as batch work: every thread of the process, the transport's network thread included, is
+/// `SCHED_BATCH` (policy 3), so none preempts another on wakeup (#23; `BatchScheduling`).
+@Suite struct SchedulingTests {
+    @Test func everyThreadOfAPullIsBatchWork() async throws {
+        let waiting = try await WaitingPull.start()
+        defer { waiting.stop() }
+        let tasks = "/proc/\(waiting.pull.process.processIdentifier)/task"
+        var policies: [String: Int] = [:]
+        for tid in try FileManager.default.contentsOfDirectory(atPath: tasks) {
+            // Field 41 of stat is the policy; the name (field 2) is in parentheses and may hold spaces.
+            guard let stat = try? String(contentsOfFile: "\(tasks)/\(tid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            let name = (try? String(contentsOfFile: "\(tasks)/\(tid)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? tid
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // After the name: fields 3 … 52; the policy is field 41, so index 38 here.
+            if fields.count > 38, let policy = Int(fields[38]) { policies["\(name) (\(tid))"] = policy }
+        }
+        #expect(policies.keys.contains { $0.hasPrefix("cloudsync-curl") }, "the network thread was not found: \(policies)")
+        #expect(policies.count > 2)
+        #expect(policies.values.allSatisfy { $0 == 3 }, "threads not SCHED_BATCH: \(policies.filter { $0.value != 3 })")
     }
 }
