@@ -179,17 +179,19 @@ enum IndexSchema {
         }
         let plain = LocalPath.safeComponent(remote) + "/" + LocalPath.safeRelativePath(for: file.path)
         var local = plain
+        var key = LocalPath.collisionKey(local)
         var attempt = 0
-        while try db.first("SELECT 1 FROM files WHERE path_key = ?", [.text(LocalPath.collisionKey(local))], { _ in true }) != nil {
+        while try db.first("SELECT 1 FROM files WHERE path_key = ?", [.text(key)], { _ in true }) != nil {
             attempt += 1
             let salt = remote + "\u{0}" + file.path + (attempt > 1 ? "\u{0}\(attempt)" : "")
             local = LocalPath.disambiguated(plain, salt: salt)
+            key = LocalPath.collisionKey(local)
         }
         try db.run("""
             INSERT INTO files(provider_id, modified, hashes, mime, download_hint, remote, path, local_path, path_key,
                               size, modified_s, revision, last_access, added)
             VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, metadata + [.text(remote), .text(file.path), .text(local), .text(LocalPath.collisionKey(local)),
+            """, metadata + [.text(remote), .text(file.path), .text(local), .text(key),
                              .int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),
                              .real(Date().timeIntervalSince1970)])
         return (.new, nil)

@@ -1,6 +1,7 @@
-import CloudSyncCache
+@testable import CloudSyncCache
 import Foundation
 import Testing
+import TestSupport
 
 @Suite struct LocalPathTests {
     static let table: [(String, String)] = [
@@ -49,6 +50,48 @@ import Testing
         #expect(LocalPath.safeRelativePath(for: "dir/" + other) != output)
         let ascii = String(repeating: "x", count: 300)
         #expect(LocalPath.safeComponent(ascii).utf8.count == 255)
+    }
+
+    /// The byte scan that lets most paths through unchanged, case by case: each is what the rewrite gives back
+    /// unchanged (true) or not (false).
+    static let safeAsItIs: [(String, Bool)] = [
+        ("Artist/Album/01 Song.mp3", true), ("...", true), (".hidden.mp3", true), ("a/.../b", true),
+        ("Caf\u{E9} Tacvba/Re \u{DC}n\u{EF}c\u{F6}d\u{E9} \u{65E5}.m4a", true), ("a/.\u{301}", true),
+        ("Caf\u{E9}/b", false), ("a/.\u{301}/b", false),  // non-ASCII before `/`: left to the rewrite
+        ("", false), ("/", false), ("/a", false), ("a/", false), ("a//b", false), ("./a", false), ("a/.", false),
+        ("a/../b", false), ("..", false), ("nul\u{0}", false), ("tab\tx", false), ("del\u{7F}", false),
+        ("c1\u{85}", false), ("c1\u{9F}", false), ("back\\slash", false),
+        (String(repeating: "x", count: 255), true), (String(repeating: "x", count: 256), false),
+        ("a/\u{301}b", false),  // a combining mark after `/`: one Character with it, so no separator for the rewrite
+        ("\u{65E5}/b", false),  // a `/` after a non-ASCII byte is left to the rewrite (it may be a prepended mark)
+    ]
+
+    @Test(arguments: safeAsItIs) func theByteScanAgreesWithTheRewrite(_ input: String, _ safe: Bool) {
+        #expect(LocalPath.isSafeAsItIs(input) == safe)
+        if safe { #expect(LocalPath.rewrittenRelativePath(for: input) == input) }
+        #expect(LocalPath.safeRelativePath(for: input) == LocalPath.rewrittenRelativePath(for: input))
+    }
+
+    /// Seeded property: for random paths over an alphabet of separators, dots, controls, C1 characters,
+    /// combining and prepended marks and long runs, the fast path never changes the answer.
+    @Test func theFastPathNeverChangesTheAnswer() {
+        let alphabet: [String] = ["a", "B", "z", " ", "-", ".", ".", "/", "/", "/", "\\", "\u{0}", "\u{1F}", "\u{7F}",
+                                  "\u{80}", "\u{9F}", "\u{A0}", "\u{E9}", "\u{65E5}", "\u{301}", "\u{600}", "\u{200D}",
+                                  "\r\n", String(repeating: "x", count: 120)]
+        var random = SeededRandom(seed: 0x10CA_1BA7)
+        var fast = 0
+        for _ in 0 ..< 20_000 {
+            let path = (0 ..< Int.random(in: 0 ... 12, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
+            let rewritten = LocalPath.rewrittenRelativePath(for: path)
+            if LocalPath.isSafeAsItIs(path) {
+                fast += 1
+                #expect(rewritten == path, "\(Array(path.unicodeScalars))")
+            }
+            #expect(LocalPath.safeRelativePath(for: path) == rewritten)
+            // ASCII keys fold by bytes; the result is what lowercasing gives.
+            if path.utf8.allSatisfy({ $0 < 0x80 }) { #expect(LocalPath.collisionKey(path) == path.lowercased()) }
+        }
+        #expect(fast > 1_000, "the property never reached the fast path")
     }
 
     @Test func collisionKeysFoldCaseAndNormalization() {
