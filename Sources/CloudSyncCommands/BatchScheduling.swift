@@ -43,8 +43,10 @@ enum BatchScheduling {
         return refused.count
     }
 
-    /// The thread ids of this process (`/proc/self/task`).
+    /// The thread ids of this process (`/proc/self/task`); without /proc (a bare chroot), the calling thread alone
+    /// (0), whose later threads still inherit the policy.
     private static func threads() -> [Int32] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { Int32($0) }
+        let listed = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { Int32($0) }
+        return listed.isEmpty ? [0] : listed
     }
 }
