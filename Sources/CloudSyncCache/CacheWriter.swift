@@ -218,12 +218,7 @@ final class SyncThreads: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
         for _ in 0 ..< missing {
-            // Named from inside: on Linux, Foundation gives the OS thread a name set before `start()` only to
-            // `Thread.name`, so `top -H`, `perf` and /proc showed the creator's name.
-            Thread { [self] in
-                Thread.current.name = "cloudsync-sync"
-                work()
-            }.start()
+            startThread(named: "cloudsync-sync") { [self] in work() }
         }
         group.wait()
     }

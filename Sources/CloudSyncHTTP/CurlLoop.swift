@@ -60,12 +60,7 @@ final class CurlLoop: @unchecked Sendable {
         self.multi = multi
         self.limiter = limiter
         _ = cloudsync_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        // Named from inside: on Linux, Foundation gives the OS thread a name set before `start()` only to
-        // `Thread.name`, so `top -H`, `perf` and /proc showed the creator's name.
-        Thread { [self] in
-            Thread.current.name = "cloudsync-curl"
-            run()
-        }.start()
+        startThread(named: "cloudsync-curl") { [self] in run() }
     }
 
     /// Starts `exchange` on the loop thread and waits for its end without blocking a cooperative thread.

@@ -114,12 +114,7 @@ public final class TrackServer: Sendable {
         let socket = try ListeningSocket(address: options.bind, port: options.port)
         listener.withLock { $0 = socket }
         boundPort.store(socket.port, ordering: .relaxed)
-        // Named from inside: on Linux, Foundation gives the OS thread a name set before `start()` only to
-        // `Thread.name`.
-        Thread { [self] in
-            Thread.current.name = "serve-accept"
-            acceptLoop(socket)
-        }.start()
+        startThread(named: "serve-accept") { [self] in acceptLoop(socket) }
         // Debug only: `cloudsync serve` announces the URL itself, once.
         logger.debug("serve: listening on \(boundURL)/")
         return socket.port
@@ -167,15 +162,13 @@ public final class TrackServer: Sendable {
                 logger.warning("serve: over \(options.maxConnections) connections; refused one with 503")
                 continue
             }
-            let thread = Thread { [self] in
+            startThread(named: "serve-conn", stackSize: 512 << 10) { [self] in
                 serve(connection: fd)
                 connections.withLock { set in
                     set.remove(fd)
                     Glibc.close(fd)
                 }
             }
-            thread.stackSize = 512 << 10
-            thread.start()
         }
     }
 

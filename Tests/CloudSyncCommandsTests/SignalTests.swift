@@ -62,16 +62,23 @@ struct WaitingPull {
         defer { waiting.stop() }
         let tasks = "/proc/\(waiting.pull.process.processIdentifier)/task"
         var policies: [String: Int] = [:]
-        for tid in try FileManager.default.contentsOfDirectory(atPath: tasks) {
-            // Field 41 of stat is the policy; the name (field 2) is in parentheses and may hold spaces.
-            guard let stat = try? String(contentsOfFile: "\(tasks)/\(tid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { continue }
-            let name = (try? String(contentsOfFile: "\(tasks)/\(tid)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines) ?? tid
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            // After the name: fields 3 … 52; the policy is field 41, so index 38 here.
-            if fields.count > 38, let policy = Int(fields[38]) { policies["\(name) (\(tid))"] = policy }
-        }
+        // The network thread names itself when it first runs, which on a loaded machine may come a moment later.
+        let deadline = Date().addingTimeInterval(30)
+        repeat {
+            policies = [:]
+            for tid in try FileManager.default.contentsOfDirectory(atPath: tasks) {
+                // Field 41 of stat is the policy; the name (field 2) is in parentheses and may hold spaces.
+                guard let stat = try? String(contentsOfFile: "\(tasks)/\(tid)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { continue }
+                let name = (try? String(contentsOfFile: "\(tasks)/\(tid)/comm", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? tid
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                // After the name: fields 3 … 52; the policy is field 41, so index 38 here.
+                if fields.count > 38, let policy = Int(fields[38]) { policies["\(name) (\(tid))"] = policy }
+            }
+            if policies.keys.contains(where: { $0.hasPrefix("cloudsync-curl") }) { break }
+            try await Task.sleep(for: .milliseconds(50))
+        } while Date() < deadline
         #expect(policies.keys.contains { $0.hasPrefix("cloudsync-curl") }, "the network thread was not found: \(policies)")
         #expect(policies.count > 2)
         #expect(policies.values.allSatisfy { $0 == 3 }, "threads not SCHED_BATCH: \(policies.filter { $0.value != 3 })")
