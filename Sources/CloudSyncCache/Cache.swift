@@ -24,6 +24,10 @@ public final class Cache: Sendable {
     let partialFD: Int32
     let locksFD: Int32
     let store: Mutex<Database>
+    /// A second connection for ``row(id:)``, the read every file a pull opens makes: it does not wait while the
+    /// writer's group commit holds `store` (renames and a transaction: up to milliseconds, with only two
+    /// cooperative threads on a two-core machine). Nil when the index is open exclusively (a full disk).
+    private let reader: ReadConnection?
     /// Runs checkpoints and group commits of this cache's writers, off every caller's thread.
     let writer: CacheWriter
     /// Every entry writer lock this cache holds, on one descriptor of `locks/entries.lock`.
@@ -63,9 +67,11 @@ public final class Cache: Sendable {
             let initLock = Self.lockIndexInitialisation(locksFD: opened[3])
             defer { if initLock >= 0 { Glibc.close(initLock) } }
             let db: Database
+            var exclusive = false
             do {
                 db = try Database(path: rootPath + "/index.sqlite")
             } catch where Self.isSharedMemoryFailure(error) {
+                exclusive = true
                 // A full disk: SQLite cannot grow the -shm file of the first connection. Open exclusively (the WAL
                 // index in memory) so reading and freeing space still work.
                 logger.warning("the disk holding the cache is full: the index is opened exclusively (other cloudsync "
@@ -74,8 +80,10 @@ public final class Cache: Sendable {
             }
             try IndexSchema.migrate(db)
             try CacheEncryption.check(db, encryption: encryption, root: rootPath, checkingMode: checkingMode)
+            // Only an optimisation: without it every read goes through `db`.
+            let reader = exclusive ? nil : try? Database(path: rootPath + "/index.sqlite", reader: true)
             return Cache(root: URL(fileURLWithPath: rootPath, isDirectory: true), limits: limits, logger: logger,
-                         io: io, fs: fs, fds: opened, db: db, encryption: encryption)
+                         io: io, fs: fs, fds: opened, db: db, reader: reader, encryption: encryption)
         } catch {
             for fd in opened { Glibc.close(fd) }
             throw error
@@ -105,7 +113,7 @@ public final class Cache: Sendable {
     }
 
     private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database,
-                 encryption: CacheEncryption) {
+                 reader: sending Database?, encryption: CacheEncryption) {
         self.root = root
         rootPath = root.path
         self.encryption = encryption
@@ -120,6 +128,7 @@ public final class Cache: Sendable {
         partialFD = fds[2]
         locksFD = fds[3]
         store = Mutex(db)
+        if let reader { self.reader = ReadConnection(reader) } else { self.reader = nil }
     }
 
     deinit {
@@ -436,10 +445,18 @@ public final class Cache: Sendable {
         }
     }
 
+    /// Entry `id`'s row as last committed. From the ``reader`` connection: a transaction of this process in
+    /// progress is not waited for, which changes nothing a caller can see (it could as well have read just
+    /// before that transaction began; what is committed is visible).
     func row(id: Int64) throws(CacheError) -> IndexRow? {
-        try withDatabase { db throws(CacheError) in
-            try db.first(Self.rowByID, [.int(id)], IndexRow.init)
-        }
+        let read = { (db: Database) throws(CacheError) -> IndexRow? in try db.first(Self.rowByID, [.int(id)], IndexRow.init) }
+        guard let reader else { return try withDatabase(read) }
+        return try reader.database.withLock { (db: inout Database) throws(CacheError) -> IndexRow? in try read(db) }
+    }
+
+    private final class ReadConnection: Sendable {
+        let database: Mutex<Database>
+        init(_ database: sending Database) { self.database = Mutex(database) }
     }
 
     /// Built once: every file a pull opens looks its row up (the statement cache is keyed by the text).

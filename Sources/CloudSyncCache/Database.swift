@@ -45,10 +45,13 @@ final class Database {
     /// instead of the `-shm` file, which SQLite must grow on a first open — impossible on a full disk. The
     /// connection holds the database lock until it closes (other processes wait), so this is only the fallback
     /// that lets `ls`, `cache status` and `cache clear` work when the disk is full (``Cache/open``).
-    init(path: String, busyTimeoutMilliseconds: Int32 = 10_000, exclusive: Bool = false) throws(CacheError) {
+    ///
+    /// `reader` opens a second connection to an existing index for reads only (`query_only`): in WAL mode its
+    /// reads see the last commit without waiting for a transaction of the first connection (``Cache/row(id:)``).
+    init(path: String, busyTimeoutMilliseconds: Int32 = 10_000, exclusive: Bool = false, reader: Bool = false) throws(CacheError) {
         self.path = path
         var db: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | (reader ? 0 : SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
             | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
@@ -59,6 +62,10 @@ final class Database {
         sqlite3_extended_result_codes(db, 1)
         try check(sqlite3_busy_timeout(db, busyTimeoutMilliseconds), sql: "busy_timeout")
         if exclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
+        if reader {
+            try execute("PRAGMA query_only=1")
+            return
+        }
         // Switching the journal mode writes; an index that is WAL already (every index but a new one) is only
         // read, so a full disk or a concurrent writer does not stop read-only commands from opening it.
         if try first("PRAGMA journal_mode", [], { $0.text(0).lowercased() }) != "wal" {

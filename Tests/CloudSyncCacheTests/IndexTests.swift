@@ -1,6 +1,7 @@
 @testable import CloudSyncCache
 import CloudSyncCore
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 
@@ -135,6 +136,39 @@ import TestSupport
     }
 
     /// 100,000 indexed tracks: upserted in batches, listed for `ls --offline`. Prints timings; asserts counts only.
+    /// An entry's row is read on the second connection: it does not wait while the first is held (the writer's
+    /// group commit, between its renames and its transaction), sees every commit, and reads no uncommitted one.
+    /// Without it, the read below waits for the holder, which waits for the read: the holder gives up after 10 s.
+    @Test func rowReadsDoNotWaitForTheIndexConnection() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        try cache.upsert(remote: "r", files: [remoteFile("A/one.mp3")])
+        let id = try #require(try cache.rowID(remote: "r", path: "A/one.mp3"))
+        let read = DispatchSemaphore(value: 0)
+        let seen = Mutex<(IndexRow?, Bool)>((nil, false))
+        let answered = try cache.withDatabase { db throws(CacheError) -> Bool in
+            try db.withTransaction { () throws(CacheError) in
+                _ = try db.run("UPDATE files SET pinned = 1 WHERE id = ?", [.int(id)])
+            }
+            try db.execute("BEGIN IMMEDIATE")
+            _ = try db.run("UPDATE files SET size = 7 WHERE id = ?", [.int(id)])
+            Thread.detachNewThread {
+                let row = try? cache.row(id: id)
+                seen.withLock { $0 = (row, true) }
+                read.signal()
+            }
+            let answered = read.wait(timeout: .now() + 10) == .success
+            try db.execute("ROLLBACK")
+            return answered
+        }
+        #expect(answered, "row(id:) waited for the index connection")
+        let (row, done) = seen.withLock { $0 }
+        #expect(done)
+        #expect(row?.pinned == true, "the committed change is seen")
+        #expect(row?.file.size == 1000, "the open transaction's change is not")
+    }
+
     @Test func largeListing() throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }

@@ -105,7 +105,7 @@ import Testing
         var holder: EntryWriter? = try cache.openWriter(remote: env.remote, path: files[0].0)
         let pull = try env.start(["pull", "--jobs", "1"])
         let others = files.dropFirst().map { env.tracks.appendingPathComponent($0.0).path }
-        let fetched = try eventuallyBlocking(30) { others.allSatisfy { FileManager.default.fileExists(atPath: $0) } }
+        let fetched = eventuallyBlocking(30) { others.allSatisfy { FileManager.default.fileExists(atPath: $0) } }
         #expect(fetched, "the files behind a held entry waited for it")
         holder?.close()
         holder = nil
