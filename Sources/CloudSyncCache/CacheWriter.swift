@@ -41,19 +41,17 @@ final class CacheWriter: Sendable {
 
     private let flushes = Mutex((requests: [FlushRequest](), scheduled: false))
 
-    /// Runs `writer`'s checkpoint in the next flush batch (what queued while the writer was busy) and waits for it.
-    func flush(_ writer: EntryWriter) async throws(CacheError) {
-        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, CacheError>, Never>) in
-            let request = FlushRequest(writer: writer) { c.resume(returning: $0) }
-            let schedule = flushes.withLock { f -> Bool in
-                f.requests.append(request)
-                if f.scheduled { return false }
-                f.scheduled = true
-                return true
-            }
-            if schedule { queue.async { self.runFlushes() } }
+    /// Runs `writer`'s checkpoint in the next flush batch (what queued while the writer was busy); `done` is
+    /// called with its outcome on the writer queue.
+    func flush(_ writer: EntryWriter, then done: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+        let request = FlushRequest(writer: writer, done: done)
+        let schedule = flushes.withLock { f -> Bool in
+            f.requests.append(request)
+            if f.scheduled { return false }
+            f.scheduled = true
+            return true
         }
-        try result.get()
+        if schedule { queue.async { self.runFlushes() } }
     }
 
     private func runFlushes() {
@@ -86,32 +84,30 @@ final class CacheWriter: Sendable {
         let done: @Sendable (Result<Void, CacheError>) -> Void
     }
 
-    /// Queues `writer`'s promotion and waits for its batch's outcome for this file. A batch closes `batchDelay`
+    /// Queues `writer`'s promotion; `done` is called with its batch's outcome for this file, on the writer queue.
+    /// A batch closes `batchDelay`
     /// after its first file was queued, or at once when `batchFiles` are waiting; the files that complete while
     /// one batch syncs form the next, so a track appears in `tracks/` within about 25 ms plus two barriers of its
     /// last byte. Without the delay a batch was what queued while the one before ran: ~1.7 small files on ext4
     /// here, each batch a journal commit for its files and another for its folders (2,000 × 200 KiB: 1,695 folder
     /// syncs; with 25 ms, 620, and the pull ~15 % shorter; bench/README.md).
-    func promote(_ writer: EntryWriter, in cache: Cache) async throws(CacheError) {
-        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, CacheError>, Never>) in
-            let request = PromotionRequest(writer: writer) { c.resume(returning: $0) }
-            let (schedule, full, hurry) = waiting.withLock { w -> (Bool, Bool, Bool) in
-                w.requests.append(request)
-                if w.scheduled { return (false, w.requests.count == batchFiles, w.hurry) }
-                w.scheduled = true
-                return (true, false, w.hurry)
-            }
-            if schedule && !hurry {
-                // Weak: a batch hurried out meanwhile leaves this block nothing to do, and holding the cache until the
-                // delay passed kept a pull that ended within it from closing its index (SQLite's WAL was left behind).
-                queue.asyncAfter(deadline: .now() + batchDelay) { [weak cache] in
-                    if let cache { self.runBatch(cache) }
-                }
-            } else if schedule || full {
-                queue.async { self.runBatch(cache) }
-            }
+    func promote(_ writer: EntryWriter, in cache: Cache, then done: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+        let request = PromotionRequest(writer: writer, done: done)
+        let (schedule, full, hurry) = waiting.withLock { w -> (Bool, Bool, Bool) in
+            w.requests.append(request)
+            if w.scheduled { return (false, w.requests.count == batchFiles, w.hurry) }
+            w.scheduled = true
+            return (true, false, w.hurry)
         }
-        try result.get()
+        if schedule && !hurry {
+            // Weak: a batch hurried out meanwhile leaves this block nothing to do, and holding the cache until the
+            // delay passed kept a pull that ended within it from closing its index (SQLite's WAL was left behind).
+            queue.asyncAfter(deadline: .now() + batchDelay) { [weak cache] in
+                if let cache { self.runBatch(cache) }
+            }
+        } else if schedule || full {
+            queue.async { self.runBatch(cache) }
+        }
     }
 
     /// Promotions queued and not yet taken by a batch.

@@ -717,7 +717,14 @@ public final class EntryWriter: Sendable {
     /// while the writer is busy are done together: their fdatasyncs are issued at once before each checkpoint
     /// runs (and then finds its bytes on disk), so many files flushing at once cost one journal commit.
     public func flush() async throws(CacheError) {
-        try await cache.writer.flush(self)
+        try await withCheckedContinuation { (c: CheckedContinuation<Result<Void, CacheError>, Never>) in
+            flush { c.resume(returning: $0) }
+        }.get()
+    }
+
+    /// ``flush()`` without waiting: `done` is called with the outcome on the cache's writer queue.
+    public func flush(then done: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+        cache.writer.flush(self, then: done)
     }
 
     /// Makes every byte written so far durable and visible: fdatasync the partial file, then commit the ranges
@@ -945,12 +952,20 @@ public final class EntryWriter: Sendable {
     /// unless ``verify(expectedHash:verify:)`` passed since the last write, `.changed` if the remote file changed
     /// meanwhile, `.diskFull`/`.io` from the sync, rename or index.
     public func promote() async throws(CacheError) {
-        if isCompleted { return }
+        try await withCheckedContinuation { (c: CheckedContinuation<Result<Void, CacheError>, Never>) in
+            promote { c.resume(returning: $0) }
+        }.get()
+    }
+
+    /// ``promote()`` without waiting: `done` is called with the outcome, on the cache's writer queue once the
+    /// file's group commit ran (at once, on the caller's thread, for a file already complete or not verified).
+    public func promote(then done: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+        if isCompleted { return done(.success(())) }
         guard pending.withLock({ $0.verified }) else {
-            throw CacheError(.incomplete, "\(remote):\(path) was changed after its verification (or never verified); "
-                + "verify it before promoting it.", path: path)
+            return done(.failure(CacheError(.incomplete, "\(remote):\(path) was changed after its verification (or never "
+                + "verified); verify it before promoting it.", path: path)))
         }
-        try await cache.writer.promote(self, in: cache)
+        cache.writer.promote(self, in: cache, then: done)
     }
 
     // MARK: Steps of a group commit (``PromotionBatch``, on the cache's writer queue)

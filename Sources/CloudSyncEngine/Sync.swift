@@ -363,22 +363,8 @@ public struct Sync: Sendable {
         // Where each candidate is in `plan.fetch`, by path: indexes, not a copy of every `RemoteFile` (31 MiB at
         // 100,000 tracks).
         let candidates = Dictionary(plan.fetch.indices.map { (plan.fetch[$0].file.path, $0) }, uniquingKeysWith: { a, _ in a })
-        var finished: Set<String> = []
-        func record(_ path: String, _ result: FileResult) {
-            switch result {
-            case .completed(let fetched, _):
-                report.fetchedFiles += 1
-                report.fetchedBytes += fetched
-                finished.insert(path)
-            case .failed(let message, let code):
-                report.failed.append(.init(path: path, error: message, exitCode: code))
-                finished.insert(path)
-            case .headCached(let fetched):
-                report.fetchedBytes += fetched
-                report.headBytes += fetched
-                report.headsCached += 1
-            }
-        }
+        // What the rounds came to; the files they ended are not tried again.
+        var tally = FetchTally()
         /// This remote's candidates with `target` at least `level`, in priority order: each as its index in `tracks`
         /// and its index in `plan.fetch` (indexes, not copies: a list of the tracks and files themselves took
         /// 44 MiB at 100,000).
@@ -390,7 +376,7 @@ public struct Sync: Sendable {
             let selected = cachePlan.order.compactMap { id -> (track: Int, file: Int)? in
                 guard let index = mine[id] else { return nil }
                 let track = tracks[index]
-                guard cachePlan.target(id) >= level, keep(track), !finished.contains(track.path),
+                guard cachePlan.target(id) >= level, keep(track), !tally.finished.contains(track.path),
                       let candidate = candidates[track.path] else { return nil }
                 return (index, candidate)
             }
@@ -449,13 +435,11 @@ public struct Sync: Sendable {
             tried.formUnion(batch.map(\.file.path))
             rounds += 1
             logger.debug("budget: head round \(rounds): \(batch.count) head(s) of \(remote)")
-            try await forEach(batch, fetcher: fetcher) { job in
+            tally.add(try await forEach(batch, fetcher: fetcher) { job in
                 try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
                 if job.writer.missingRanges().isEmpty { return nil }
                 return .headCached(fetched: job.fetched)
-            } collect: { path, result in
-                record(path, result)
-            }
+            })
         }
 
         // Tails: plan with the real start sets, make room, fetch the planned whole tracks in priority order.
@@ -465,15 +449,12 @@ public struct Sync: Sendable {
         reduction.busy += reduced.busy
         let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
             .map { FetchItem(file: plan.fetch[$0.file].file, id: tracks[$0.track].id) }
-        try await forEach(whole, fetcher: fetcher) { job in
+        tally.add(try await forEach(whole, fetcher: fetcher) { job in
             try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
             return nil
-        } collect: { path, result in
-            record(path, result)
-        }
-        // Completion order depends on the network; the report lists failures in plan (path) order.
-        report.failed.sort { $0.path < $1.path }
+        })
+        tally.apply(to: &report)
         return reduction
     }
 
@@ -525,13 +506,12 @@ public struct Sync: Sendable {
         return report
     }
 
-    /// What a file's fetch slot hands back: a result, or a file whose commit to the cache is still to be awaited
-    /// (a verified file's promotion, or a kept head's last checkpoint: both join the cache's group commit); the
-    /// slot goes to the next file meanwhile, so a batch that waits for more files never holds a transfer back.
+    /// What fetching a file came to: a result, or a file whose commit to the cache is still to run (a verified
+    /// file's promotion, or a kept head's last checkpoint: both join the cache's group commit); the worker goes on
+    /// to the next file meanwhile, so a batch that waits for more files never holds a transfer back.
     private enum Step: Sendable {
-        case finished(path: String, result: FileResult)
-        case committing(path: String, commit: @Sendable () async throws -> FileResult)
-        case committed(path: String, result: FileResult)
+        case finished(FileResult)
+        case committing(FileCommit)
     }
 
     /// A file to fetch and its entry's id in the index (from the plan: opening its writer needs no lookup by path).
@@ -545,76 +525,52 @@ public struct Sync: Sendable {
     /// analysing a start set, the hand-offs between threads) overlaps those transfers, and the next file's request
     /// waits on the network thread, which starts it the moment a transfer ends. With `jobs` files open each file's
     /// bookkeeping left its connection idle: 2,000 files of 200 KiB transferred on 2.4 connections of 4 on
-    /// average. File k opens once file k − jobs has asked for bytes or ended (``OpenGate``), so files ask in the
-    /// run's order as before (strictly with one job). `work` returns nil to go on to verification and promotion.
-    /// Errors that must stop the whole remote (auth, disk full, cancellation) are rethrown after the running files
-    /// stop; other errors become `.failed` results.
+    /// average. Each of `2 × jobs` worker tasks takes the next file once its last one is fetched (its commit goes
+    /// on without it, ``FetchRound``). File k opens once file k − jobs has asked for bytes or ended
+    /// (``OpenGate``), so files ask in the run's order as before (strictly with one job). `work` returns nil to go
+    /// on to verification and promotion. Errors that must stop the whole remote (auth, disk full, cancellation)
+    /// are rethrown after the running files and commits stop; other errors become `.failed` results.
     private func forEach(_ items: [FetchItem], fetcher: FileFetcher,
-                         work: @escaping @Sendable (FileJob) async throws -> FileResult?,
-                         collect: (String, FileResult) -> Void) async throws {
-        var fatal: (any Error)?
+                         work: @escaping @Sendable (FileJob) async throws -> FileResult?) async throws -> FetchTally {
+        let round = FetchRound(files: items.count) { [events, remote] path, result in
+            events(.fileFinished(remote: remote, path: path, result: result))
+        }
         let gate = OpenGate(lead: options.jobs, files: items.count)
-        await withThrowingTaskGroup(of: Step.self) { group in
-            var next = 0
-            // Commits end in the order they were queued (a group commit's files resume together, their tasks in
-            // any order): each file is reported once those queued before it are.
-            var committing: [String] = []
-            var committed: [String: FileResult] = [:]
-            // Files being fetched (not committing). Once none is, no file can join the waiting group commit: the
-            // cache's commits stop waiting for more (`hurryPromotions`) until the next round.
-            var fetching = 0
-            var hurried = false
-            defer { if hurried { cache.hurryPromotions(false) } }
-            func launch() {
-                guard next < items.count, fatal == nil else { return }
-                let (file, id) = (items[next].file, items[next].id)
-                next += 1
-                fetching += 1
-                let index = next - 1
+        let workers = min(2 * options.jobs, items.count)
+        await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0 ..< workers {
+                round.enter()
                 group.addTask {
-                    await gate.wait(index)
-                    defer { gate.pass(index) }
-                    let step = try await fetchOne(file, id: id, fetcher: fetcher, requested: { gate.pass(index) }, work: work)
-                    if case .finished(_, let result) = step {
-                        events(.fileFinished(remote: remote, path: file.path, result: result))
-                    }
-                    return step
-                }
-            }
-            for _ in 0 ..< 2 * options.jobs { launch() }
-            while true {
-                do {
-                    guard let step = try await group.next() else { break }
-                    switch step {
-                    case .finished(let path, let result):
-                        fetching -= 1
-                        collect(path, result)
-                        launch()
-                    case .committing(let path, let commit):
-                        fetching -= 1
-                        committing.append(path)
-                        group.addTask { .committed(path: path, result: try await commit()) }
-                        launch()
-                    case .committed(let path, let result):
-                        committed[path] = result
-                        while let first = committing.first, let result = committed.removeValue(forKey: first) {
-                            committing.removeFirst()
-                            events(.fileFinished(remote: remote, path: first, result: result))
-                            collect(first, result)
+                    // Once no file is being fetched, none can join the waiting group commit: the cache's commits
+                    // stop waiting for more (`hurryPromotions`) until the round ends.
+                    defer { if round.leave() { cache.hurryPromotions(true) } }
+                    while let index = try round.take() {
+                        defer { gate.pass(index) }
+                        try Task.checkCancellation()
+                        await gate.wait(index)
+                        let file = items[index].file
+                        switch try await fetchOne(file, id: items[index].id, fetcher: fetcher,
+                                                  requested: { gate.pass(index) }, work: work) {
+                        case .finished(let result): round.finished(file.path, result)
+                        case .committing(let commit): round.commit(file.path, commit)
                         }
                     }
-                    if (fetching == 0) != hurried {
-                        hurried = fetching == 0
-                        cache.hurryPromotions(hurried)
-                    }
+                }
+            }
+            while true {
+                do {
+                    guard try await group.next() != nil else { break }
                 } catch {
-                    if fatal == nil { fatal = error }
+                    round.stop(error)
                     group.cancelAll()
                     gate.openAll()
                 }
             }
         }
-        if let fatal { throw fatal }
+        await round.settled()
+        if workers > 0 { cache.hurryPromotions(false) }
+        if let fatal = round.fatal { throw fatal }
+        return round.tally
     }
 
     /// One file: open its entry (waiting for another writer without parking a thread), run `work`, then verify
@@ -629,7 +585,7 @@ public struct Sync: Sendable {
                 writer = try await cache.openWriterWaiting(remote: remote, path: file.path, id: id, busy: requested)
             } catch let error as CacheError {
                 if error.stopsRun { throw error }
-                return .finished(path: file.path, result: .failed(message: error.message, exitCode: error.exitCode))
+                return .finished(.failed(message: error.message, exitCode: error.exitCode))
             }
             events(.fileStarted(remote: remote, path: file.path, size: file.size, missing: writer.missingRanges().byteCount))
             let job = FileJob(remote: remote, file: file, writer: writer, capabilities: provider.capabilities,
@@ -637,10 +593,11 @@ public struct Sync: Sendable {
             do {
                 if let partial = try await work(job) {
                     // The kept part's checkpoint joins other files' (one journal commit) with the slot already free.
-                    return .committing(path: file.path) {
-                        try? await writer.flush()
-                        writer.close()
-                        return partial
+                    return .committing { done in
+                        writer.flush { _ in
+                            writer.close()
+                            done(.success(partial))
+                        }
                     }
                 }
                 try fetcher.verify(job)
@@ -648,7 +605,7 @@ public struct Sync: Sendable {
                 try? await writer.flush()
                 writer.close()
                 if let failure = Self.fileFailure(error, retryable: attempt == 1) {
-                    return .finished(path: file.path, result: failure)
+                    return .finished(failure)
                 }
                 if (error as? CacheError)?.code == .hashMismatch {
                     logger.warning("\(file.path): \(String(describing: error)); fetching it once more")
@@ -656,18 +613,20 @@ public struct Sync: Sendable {
                 }
                 throw error
             }
-            return .committing(path: file.path) {
-                defer { writer.close() }
-                do {
-                    try await writer.promote()
-                } catch {
-                    if let failure = Self.fileFailure(error, retryable: false) { return failure }
-                    throw error
+            return .committing { done in
+                writer.promote { outcome in
+                    writer.close()
+                    switch outcome {
+                    case .success:
+                        done(.success(.completed(fetched: job.fetched, verifiedWith: job.expectedHash?.kind)))
+                    case .failure(let error):
+                        if let failure = Self.fileFailure(error, retryable: false) { return done(.success(failure)) }
+                        done(.failure(error))
+                    }
                 }
-                return .completed(fetched: job.fetched, verifiedWith: job.expectedHash?.kind)
             }
         }
-        return .finished(path: file.path, result: .failed(message: "\(file.path): hash mismatch twice", exitCode: .partialFailure))
+        return .finished(.failed(message: "\(file.path): hash mismatch twice", exitCode: .partialFailure))
     }
 
     /// The per-file result for `error`, or nil when it must be rethrown (it stops the run) or, for a first
