@@ -56,7 +56,7 @@ struct FetchTally: Sendable {
 /// at once. A commit reports from the writer queue when it ends, in the order the commits were started (a group
 /// commit's files end together, their callbacks in any order): each file is reported once those started before it
 /// are. Before, each file took a task of its own for its fetch and another for its commit, and the round's parent
-/// task woke for both: ~7 hand-offs between threads per file, now 2–3 (the transfer's end, the open gate).
+/// task woke for both: ~7 task resumptions per file, now 2–3 (the transfer's end, the open gate).
 final class FetchRound: Sendable {
     private enum Commit {
         case running(path: String)
