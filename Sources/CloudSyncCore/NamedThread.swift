@@ -14,7 +14,6 @@ public func startThread(named name: String, stackSize: Int? = nil, _ body: @esca
         nameCurrentThread(name)
         body()
     }
-    thread.name = name
     if let stackSize { thread.stackSize = stackSize }
     thread.start()
 }
