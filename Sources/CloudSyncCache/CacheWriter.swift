@@ -85,9 +85,8 @@ final class CacheWriter: Sendable {
     }
 
     /// Queues `writer`'s promotion; `done` is called with its batch's outcome for this file, on the writer queue.
-    /// A batch closes `batchDelay`
-    /// after its first file was queued, or at once when `batchFiles` are waiting; the files that complete while
-    /// one batch syncs form the next, so a track appears in `tracks/` within about 25 ms plus two barriers of its
+    /// A batch closes `batchDelay` after its first file was queued, or at once when `batchFiles` are waiting; the
+    /// files that complete while one batch syncs form the next, so a track appears in `tracks/` within about 25 ms plus two barriers of its
     /// last byte. Without the delay a batch was what queued while the one before ran: ~1.7 small files on ext4
     /// here, each batch a journal commit for its files and another for its folders (2,000 × 200 KiB: 1,695 folder
     /// syncs; with 25 ms, 620, and the pull ~15 % shorter; bench/README.md).

@@ -5,10 +5,10 @@ import Foundation
 
 /// Starts `body` on a new thread that the system knows by `name` (at most 15 bytes show in /proc, `top -H` and
 /// `perf`), with `stackSize` bytes of stack when given. Named from inside, through `/proc/thread-self/comm`
-/// (proc(5); Glibc's module does not export `pthread_setname_np`). Foundation on Linux gives the OS thread a name
-/// set before `Thread.start()` only to `Thread.name`, and its setter names the OS thread only once the creating
-/// thread has stored the new thread's handle: a new thread that runs first (a loaded machine) kept its creator's
-/// name ("oot.default-qos"), seen once in a few hundred pulls.
+/// (proc(5); Glibc's module does not export `pthread_setname_np`), not through Foundation: on Linux it gives the
+/// OS thread a name set before `Thread.start()` only to `Thread.name`; `Thread.current.name` set from inside
+/// left a pull's network thread with its creator's name ("oot.default-qos") in one CI run (why was not
+/// reproduced); and a name over 15 bytes never reached the OS (`pthread_setname_np` refuses it).
 public func startThread(named name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) {
     let thread = Thread {
         nameCurrentThread(name)
