@@ -566,8 +566,19 @@ final class LinkCache: Sendable {
     /// The first size at which the expired links are dropped.
     static let pruneAt = 4096
 
+    /// A file version: its path and fingerprint (compared as values, no key text built per lookup).
+    private struct Key: Hashable {
+        let path: String
+        let fingerprint: Fingerprint
+
+        init(_ file: RemoteFile) {
+            path = file.path
+            fingerprint = file.fingerprint
+        }
+    }
+
     private struct State {
-        var map: [String: DownloadRequest] = [:]
+        var map: [Key: DownloadRequest] = [:]
         /// The size at which the expired links are dropped next: twice what stayed at the last drop, so a map of
         /// links that do not expire (a budget-limited pull keeps every head-only file's link) is scanned
         /// O(log n) times, not at every store.
@@ -576,16 +587,12 @@ final class LinkCache: Sendable {
 
     private let state = Mutex(State())
 
-    private func key(_ file: RemoteFile) -> String {
-        let f = file.fingerprint
-        return "\(file.path)\u{0}\(f.size)\u{0}\(f.modified)\u{0}\(f.revision)"
-    }
-
     func link(for file: RemoteFile) -> DownloadRequest? {
-        state.withLock { s in
-            guard let link = s.map[key(file)] else { return nil }
+        let key = Key(file)
+        return state.withLock { s in
+            guard let link = s.map[key] else { return nil }
             if (link.expiresAt ?? .distantFuture) <= Date().addingTimeInterval(30) {
-                s.map[key(file)] = nil
+                s.map[key] = nil
                 return nil
             }
             return link
@@ -593,6 +600,7 @@ final class LinkCache: Sendable {
     }
 
     func store(_ link: DownloadRequest, for file: RemoteFile) {
+        let key = Key(file)
         state.withLock { s in
             // A long-running serve streams many files that never complete (their links stay): past a few
             // thousand, the expired ones go.
@@ -601,12 +609,13 @@ final class LinkCache: Sendable {
                 s.map = s.map.filter { ($0.value.expiresAt ?? .distantFuture) > now }
                 s.pruneAt = max(Self.pruneAt, 2 * s.map.count)
             }
-            s.map[key(file)] = link
+            s.map[key] = link
         }
     }
 
     func forget(_ file: RemoteFile) {
-        state.withLock { $0.map[key(file)] = nil }
+        let key = Key(file)
+        state.withLock { $0.map[key] = nil }
     }
 
     /// How many links are kept.

@@ -171,6 +171,28 @@ struct CapabilityTests {
         #expect(cache.link(for: file(0)) != nil)
     }
 
+    /// A link belongs to one version of one file: another path, size, modification second or revision gets none;
+    /// the same version does, also when its ETag is marked weak (Apache, for a second after a write).
+    @Test("a link is handed out for its file version only",
+          arguments: [
+              ("a.mp3", Int64(10), 1_700_000_000.4, "\"v1\"", true),
+              ("a.mp3", Int64(10), 1_700_000_000.9, "W/\"v1\"", true),
+              ("b.mp3", Int64(10), 1_700_000_000.4, "\"v1\"", false),
+              ("A.mp3", Int64(10), 1_700_000_000.4, "\"v1\"", false),
+              ("a.mp3", Int64(11), 1_700_000_000.4, "\"v1\"", false),
+              ("a.mp3", Int64(10), 1_700_000_001.0, "\"v1\"", false),
+              ("a.mp3", Int64(10), 1_700_000_000.4, "\"v2\"", false),
+          ])
+    func linkPerVersion(path: String, size: Int64, modified: Double, revision: String, found: Bool) {
+        let cache = LinkCache()
+        let stored = RemoteFile(path: "a.mp3", size: 10, modified: Date(timeIntervalSince1970: 1_700_000_000), revision: "\"v1\"")
+        cache.store(DownloadRequest(url: URL(string: "https://content.example/a")!), for: stored)
+        let asked = RemoteFile(path: path, size: size, modified: Date(timeIntervalSince1970: modified), revision: revision)
+        #expect((cache.link(for: asked) != nil) == found)
+        cache.forget(asked)
+        #expect((cache.link(for: stored) != nil) == !found, "forget drops only its own version")
+    }
+
     @Test("hashKinds: the strongest hash of a declared kind is the one verified; an empty set trusts any",
           arguments: [
               (Set<HashKind>([.md5]), HashKind?.some(.md5)),
