@@ -239,8 +239,7 @@ public final class WebDAVProvider: Provider {
         }
         let hashes = WebDAVAPI.hashes(fromChecksums: entry.checksums)
         return .file(RemoteFile(path: path, size: size, modified: modified, revision: entry.etag ?? "",
-                                hashes: hashes, mimeType: mime,
-                                downloadHint: base.urlString(for: relative, isFolder: false)))
+                                hashes: hashes, mimeType: mime))
     }
 
     // MARK: Downloads

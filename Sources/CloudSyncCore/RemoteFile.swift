@@ -51,8 +51,9 @@ public struct RemoteFile: Sendable, Codable, Hashable {
     public var revision: String
     public var hashes: [ContentHash]
     public var mimeType: String?
-    /// The provider's own download address when it is known from the listing (WebDAV resource URL);
-    /// providers may keep anything here that `resolveDownload(for:)` needs. Never shown to users.
+    /// The provider's own download address when it is known from the listing (Dropbox `path_display`, OneDrive's
+    /// `drives/{id}/items/{id}` of a shared item, a Yandex `disk:/` path); providers may keep anything here that
+    /// `resolveDownload(for:)` needs. Never shown to users.
     public var downloadHint: String?
 
     public init(path: String, providerID: String? = nil, size: Int64, modified: Date, revision: String = "",

@@ -50,7 +50,7 @@ let fixtureCases: [FixtureCase] = ["rclone", "apache", "nginx"].flatMap { server
 @Suite("WebDAV multistatus parsing")
 struct WebDAVParsingTests {
     @Test("fixtures list exactly the expected audio files and subfolders", arguments: fixtureCases)
-    func fixture(_ c: FixtureCase) throws {
+    func fixture(_ c: FixtureCase) async throws {
         let logs = LogCollector()
         let provider = try makeProvider(url: c.mirrored, root: c.root, logs: logs)
         let entries = try WebDAVAPI.parseMultistatus(try WebDAVTestPaths.fixture(c.file))
@@ -61,12 +61,13 @@ struct WebDAVParsingTests {
         #expect(subfolders.sorted { $0.joined() < $1.joined() } == c.subfolders)
         #expect(logs.warnings.count == c.warnings, "\(logs.warnings)")
         for file in files {
-            // Every download hint is fully percent-encoded (only unreserved characters and %XX after the prefix).
-            let hint = try #require(file.downloadHint)
-            #expect(hint.hasPrefix(base.urlPrefix))
-            let tail = hint.dropFirst(base.urlPrefix.count)
-            #expect(tail.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-._~%/".contains($0)) }, "\(hint)")
-            #expect(WebDAVPath.resolve(href: hint, requestPath: "/").map { Array($0.suffix(file.path.split(separator: "/").count)) }
+            // Every download URL is fully percent-encoded (only unreserved characters and %XX after the prefix)
+            // and names the listed file again.
+            let url = try await provider.resolveDownload(for: file).url.absoluteString
+            #expect(url.hasPrefix(base.urlPrefix))
+            let tail = url.dropFirst(base.urlPrefix.count)
+            #expect(tail.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-._~%/".contains($0)) }, "\(url)")
+            #expect(WebDAVPath.resolve(href: url, requestPath: "/").map { Array($0.suffix(file.path.split(separator: "/").count)) }
                     == file.path.split(separator: "/").map(String.init))
         }
     }
@@ -88,7 +89,7 @@ struct WebDAVParsingTests {
     }
 
     @Test("Nextcloud: checksums become hashes, ETag kept verbatim, MIME kept, capabilities learn the kinds")
-    func nextcloudDetails() throws {
+    func nextcloudDetails() async throws {
         let provider = try makeProvider(url: "https://cloud.example.com/remote.php/dav/files/u/Music/")
         #expect(provider.capabilities.hashKinds.isEmpty)
         #expect(provider.capabilities.hasChangeFeed == false)
@@ -101,7 +102,9 @@ struct WebDAVParsingTests {
         #expect(flac.revision == "\"0bfa2d6ad1e3c4a1b2c3d4e5f6a7b8c9\"")
         #expect(flac.mimeType == "audio/flac")
         #expect(flac.modified == Date(timeIntervalSince1970: 1_796_072_124))
-        #expect(flac.downloadHint == "https://cloud.example.com/remote.php/dav/files/u/Music/c%2Bd%26e%20%5B1%5D%20it%27s.flac")
+        #expect(flac.downloadHint == nil, "the download URL is built from the path under the current url, never stored")
+        #expect(try await provider.resolveDownload(for: flac).url.absoluteString
+                == "https://cloud.example.com/remote.php/dav/files/u/Music/c%2Bd%26e%20%5B1%5D%20it%27s.flac")
         #expect(provider.capabilities.hashKinds == [.sha1, .md5])
         let untagged = try #require(files.first { $0.path == "untagged" })
         #expect(untagged.mimeType == "audio/mpeg", "a file without extension counts as audio by its content type")
