@@ -34,6 +34,8 @@ public final class Cache: Sendable {
     let entryLocks = EntryLockTable()
     /// The key for sealed entries, and whether new files are sealed (`cache.encrypt`).
     public let encryption: CacheEncryption
+    /// Whether a bookkeeping failure on a full disk was logged (``warnBookkeepingFailure(_:_:)``).
+    private let loggedDiskFull = Atomic<Bool>(false)
 
     /// Opens the cache at `root`, creating the layout (root mode 0700) and migrating the index schema.
     /// `encryption` gives the key of an encrypted cache and whether new files are sealed; unless
@@ -424,6 +426,20 @@ public final class Cache: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Logs a failure of bookkeeping nobody waits for (a closing writer's last checkpoint) as a warning, `what`
+    /// then the error. On a full disk only the first such failure of this cache is a warning, the others go to
+    /// debug: every file in flight then fails alike (dozens of lines of one cause), and whoever was writing gets
+    /// the disk-full error itself — a pull stops with it. Nothing is lost either way: bytes the index does not
+    /// claim are fetched again.
+    func warnBookkeepingFailure(_ what: String, _ error: CacheError) {
+        guard error.code == .diskFull else { return logger.warning("\(what): \(error)") }
+        if loggedDiskFull.exchange(true, ordering: .relaxed) {
+            logger.debug("\(what): \(error)")
+        } else {
+            logger.warning("\(what): \(error) (further failures of the full disk are logged at debug level)")
+        }
+    }
 
     func row(remote: String, path: String) throws(CacheError) -> IndexRow? {
         try withDatabase { db throws(CacheError) in

@@ -55,8 +55,9 @@ final class Database {
             | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let systemErrno = db.map { sqlite3_system_errno($0) } ?? 0
             sqlite3_close_v2(db)
-            throw Database.error(code: rc, message: message, sql: "open", path: path)
+            throw Database.error(code: rc, message: message, systemErrno: systemErrno, sql: "open", path: path)
         }
         handle = db
         sqlite3_extended_result_codes(db, 1)
@@ -83,18 +84,26 @@ final class Database {
     /// Throws when `rc` is not OK/ROW/DONE. https://sqlite.org/rescode.html
     func check(_ rc: Int32, sql: String) throws(CacheError) {
         guard rc != SQLITE_OK, rc != SQLITE_ROW, rc != SQLITE_DONE else { return }
-        throw Database.error(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
+        throw Database.error(code: rc, message: String(cString: sqlite3_errmsg(handle)),
+                             systemErrno: sqlite3_system_errno(handle), sql: sql, path: path)
     }
 
-    private static func error(code rc: Int32, message: String, sql: String, path: String) -> CacheError {
+    /// `systemErrno` is the errno of the system call that failed last (`sqlite3_system_errno`): an I/O error
+    /// (SQLITE_IOERR_*) caused by ENOSPC or EDQUOT is a full disk too, like SQLITE_FULL.
+    static func error(code rc: Int32, message: String, systemErrno: Int32, sql: String, path: String) -> CacheError {
         let primary = rc & 0xFF
         let what = "SQLite error \(rc) (\(message)) running `\(sql.prefix(200))` on \(path)"
+        if primary == SQLITE_FULL || (primary == SQLITE_IOERR && (systemErrno == ENOSPC || systemErrno == EDQUOT)) {
+            // The statement is no help to whoever has to free the space.
+            let cacheRoot = (path as NSString).deletingLastPathComponent
+            return CacheError(.diskFull, "No space left for the cache in \(cacheRoot): its index \(path) could not be "
+                + "written (SQLite error \(rc), \(message)). Free space, lower cache.max_size and run `cloudsync cache "
+                + "evict`, or move cache.dir.", path: path, errno: rc)
+        }
         switch primary {
         case SQLITE_BUSY, SQLITE_LOCKED:
             return CacheError(.busy, "\(what). Another cloudsync process kept the index busy for more than 10 s; "
                 + "try again.", path: path, errno: rc)
-        case SQLITE_FULL:
-            return CacheError(.diskFull, "\(what). Free space on the disk holding the cache.", path: path, errno: rc)
         case SQLITE_CORRUPT, SQLITE_NOTADB:
             return CacheError(.corrupt, "\(what). The cache index is damaged: run `cloudsync cache clear` or delete "
                 + "\(path) (tracks stay; the next pull re-indexes).", path: path, errno: rc)

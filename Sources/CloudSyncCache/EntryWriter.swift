@@ -1077,12 +1077,17 @@ public final class EntryWriter: Sendable {
             return was
         }
         if wasOpen && fd >= 0 {
-            do { try checkpoint() } catch { cache.logger.warning("last checkpoint of \(remote):\(path) failed: \(error)") }
+            do throws(CacheError) { try checkpoint() } catch {
+                cache.warnBookkeepingFailure("last checkpoint of \(remote):\(path) failed", error)
+            }
         }
         // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
         durable.withLock { d in
-            do throws(CacheError) { try saveUnsaved(&d) } catch {
-                cache.logger.warning("recording the start set or validator of \(remote):\(path) failed: \(error)")
+            // Once: a later call (the deinit) would only fail again the same way.
+            if !d.closed {
+                do throws(CacheError) { try saveUnsaved(&d) } catch {
+                    cache.warnBookkeepingFailure("recording the start set or validator of \(remote):\(path) failed", error)
+                }
             }
             if !d.closed && fd >= 0 {
                 seal.withLock { s in

@@ -157,7 +157,8 @@ enum CommandTree {
         Per remote: the last pull (when, how it ended, the first failure), tracks complete / head only / partial / \
         missing and bytes; the cache against its budget; the pulls and serves running now. \
         Reads the index and the kernel's lock table only: no network, no lock taken, safe beside a running pull or \
-        serve. A last pull shown as 'killed' started and never ended (kill -9, power loss); the next pull resumes it.
+        serve. A last pull shown as 'killed' started and never recorded its end (kill -9, power loss, or a disk too full to \
+        write it); the next pull resumes it.
         """,
         options: [
             .value("remote", "NAME", "Only the remote NAME."),

@@ -308,6 +308,67 @@ import TestSupport
         try await writer.fillAndComplete()
     }
 
+    /// A disk that fills under a pull fails every writer in flight alike; their closing checkpoints are one
+    /// warning, the rest debug lines, and a later close (the deinit) does not try again. Other failures stay
+    /// warnings each.
+    @Test func aFullDiskIsLoggedOnceAsAWarning() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let failSync = Atomic<Int32>(0)
+        var io = FileIO.system
+        let real = FileIO.system
+        io.fdatasync = { fd throws(Errno) in
+            let code = failSync.load(ordering: .relaxed)
+            if code != 0 { throw Errno(code) }
+            try real.fdatasync(fd)
+        }
+        let lines = Mutex<[(LogLevel, String)]>([])
+        let logger = Logger(level: .debug) { level, message in lines.withLock { $0.append((level, message)) } }
+        let cache = try Cache.open(root: dir.url, logger: logger, io: io)
+        let names = (0 ..< 6).map { "t\($0).mp3" }
+        try cache.upsert(remote: "r", files: names.map { remoteFile($0, size: 4096) })
+        var writers: [EntryWriter] = []
+        for name in names {
+            let writer = try cache.openWriter(remote: "r", path: name)
+            try writer.writePattern(0 ..< 1000)
+            writers.append(writer)
+        }
+        failSync.store(ENOSPC, ordering: .relaxed)
+        for writer in writers[..<4] { writer.close() }
+        let full = lines.withLock { $0 }.filter { $0.1.contains("last checkpoint") }
+        #expect(full.map(\.0) == [.warning, .debug, .debug, .debug])
+        #expect(full.first?.1.contains("No space left for the cache in \(dir.url.path)") == true)
+        failSync.store(EIO, ordering: .relaxed)
+        for writer in writers[4...] { writer.close() }
+        let all = lines.withLock { $0 }.filter { $0.1.contains("last checkpoint") }
+        #expect(all.map(\.0) == [.warning, .debug, .debug, .debug, .warning, .warning])
+        failSync.store(0, ordering: .relaxed)
+        for writer in writers { writer.close() }
+        #expect(lines.withLock { $0 }.count == all.count, "a second close logged again")
+        // Nothing was claimed that is not durable: every entry still misses all its bytes.
+        for name in names { #expect(try cache.entry(remote: "r", path: name)?.presentBytes == 0) }
+    }
+
+    /// SQLite's result codes and the errno behind them, as `CacheError`s: a full disk is `.diskFull` whether SQLite
+    /// says FULL or an I/O error caused by ENOSPC/EDQUOT, and its message names the cache, not the statement.
+    @Test(arguments: [
+        (13, 0, CacheError.Code.diskFull),  // SQLITE_FULL
+        (1802, Int(ENOSPC), .diskFull),      // SQLITE_IOERR_FSTAT of a full disk
+        (778, Int(EDQUOT), .diskFull),       // SQLITE_IOERR_WRITE over quota
+        (778, Int(EIO), .io),                // SQLITE_IOERR_WRITE of a failing disk
+        (10, 0, .io),                        // SQLITE_IOERR
+        (5, 0, .busy),                       // SQLITE_BUSY
+        (11, 0, .corrupt),                   // SQLITE_CORRUPT
+        (26, 0, .corrupt),                   // SQLITE_NOTADB
+    ] as [(Int, Int, CacheError.Code)])
+    func sqliteErrors(code: Int, systemErrno: Int, expected: CacheError.Code) {
+        let error = Database.error(code: Int32(code), message: "m", systemErrno: Int32(systemErrno),
+                                   sql: "UPDATE files SET ranges = ?", path: "/c/index.sqlite")
+        #expect(error.code == expected)
+        #expect(error.message.contains("UPDATE files") == (expected != .diskFull))
+        if expected == .diskFull { #expect(error.message.hasPrefix("No space left for the cache in /c:")) }
+    }
+
     @Test func verifyRepairsMismatches() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
