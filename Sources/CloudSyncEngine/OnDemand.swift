@@ -394,7 +394,17 @@ final class FetchSession: Sendable {
                     break
                 }
                 owner.logger.warning("serve: fetching \(owner.remote):\(job.file.path) failed: \(error)")
-                state.withLock { $0.failure = SessionFailure(error) }
+                // The cache's and the provider's own errors are kept as they are (the server answers them with
+                // their own statuses: 507 for a full disk, 404 for a file gone from the cloud).
+                let failure: any Error & Sendable
+                if let cacheError = error as? CacheError {
+                    failure = cacheError
+                } else if let providerError = error as? ProviderError {
+                    failure = providerError
+                } else {
+                    failure = SessionFailure(error)
+                }
+                state.withLock { $0.failure = failure }
                 break
             }
         }
@@ -539,15 +549,23 @@ public final class TrackStream: Sendable {
         let size = file.size
         let lower = min(max(0, range.lowerBound), size)
         let upper = min(max(lower, range.upperBound), size)
-        let (demand, session) = state.withLock { s -> (Demand, FetchSession?) in
+        let (demand, session, staleFD) = state.withLock { s -> (Demand, FetchSession?, Int32) in
+            // A new request tries again after a failed fetch: the failed session is forgotten.
+            var staleFD: Int32 = -1
+            if let old = s.session, old.isClosed, old.failure != nil {
+                s.session = nil
+                staleFD = s.partialFD
+                s.partialFD = -1
+            }
             // A request that starts where the previous one stopped continues the client's run.
             let continues = s.demand.map { $0.position == lower && lower > s.runStart } ?? false
             if !continues { s.runStart = lower }
             var d = Demand(id: id, position: lower, requestEnd: upper, window: 0, sequential: continues)
             d.window = window(for: d, runStart: s.runStart)
             s.demand = d
-            return (d, s.session)
+            return (d, s.session, staleFD)
         }
+        if staleFD >= 0 { Glibc.close(staleFD) }
         guard lower < upper else { return }
         if let session, !session.isClosed {
             if session.job.writer.presentRanges().contains(lower) {
@@ -593,6 +611,10 @@ public final class TrackStream: Sendable {
         }
         let fromIndex = try present().presentPrefix(of: wanted)
         if !fromIndex.isEmpty { return fromIndex }
+        // A session retires as soon as it fails: its error still ends this request. (Attaching again here would
+        // repeat the failing fetch every takeover interval — a file gone from the cloud, a full disk — until the
+        // server's first-byte timeout.) The client's next request tries afresh (``want(_:)``).
+        if let failure = session?.failure { throw failure }
         if let offline = owner.offlineError() { throw offline }
         // Nothing yet: make sure someone fetches it (the client read on into a hole, a session that retired,
         // or another process's writer that let go).

@@ -205,6 +205,7 @@ struct ResponseHead {
         case 503: "Service Unavailable"
         case 504: "Gateway Timeout"
         case 505: "HTTP Version Not Supported"
+        case 507: "Insufficient Storage"
         default: "Status"
         }
     }

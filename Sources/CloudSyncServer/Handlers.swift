@@ -376,8 +376,15 @@ extension TrackServer {
             case .notFound: return respond(io, head, status: 404, text: "no such track in the index")
             case .changed, .busy:
                 return respond(io, head, status: 503, text: "\(cacheError.message)", extra: [("Retry-After", "1")])
+            case .diskFull:
+                // Missing bytes are fetched into the cache, and it has no room: the message says what to do.
+                return respond(io, head, status: 507, text: "\(cacheError.message)")
             default: break
             }
+        }
+        if let providerError = error as? ProviderError, providerError.code == .notFound {
+            // Gone from the cloud since the last listing: a player should skip it, not retry.
+            return respond(io, head, status: 404, text: "\(context): \(providerError.message)")
         }
         if error is UnavailableError {
             return respond(io, head, status: 503, text: String(describing: error))

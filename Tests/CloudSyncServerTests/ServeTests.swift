@@ -96,6 +96,28 @@ import TestSupport
                                                  andPath: { let u = f.directory.file("expected"); try? data.write(to: u); return u.path }()))
     }
 
+    /// A track deleted from the cloud since the last listing: the player gets 404 as soon as the fetch fails, not
+    /// a 504 after the first-byte timeout while the fetch is repeated every takeover interval (the session that
+    /// failed retires at once, and its error used to be looked at only while it was open). The next request
+    /// tries again, once.
+    @Test func aFetchThatFailsEndsTheRequestAtOnce() async throws {
+        let data = sourceBytes(300_000, seed: 3)
+        let f = try Fixture(files: ["here.mp3": data, "gone.mp3": data], gone: ["gone.mp3"],
+                            options: ServerOptions(port: 0, firstByteTimeout: .seconds(20)))
+        let port = f.server.port
+        for round in 1 ... 2 {
+            let started = ContinuousClock.now
+            let response = try await offPool { try RawClient(port: port).get("/tracks/music/gone.mp3") }
+            #expect(response.status == 404, "round \(round): \(response.status) after \(ContinuousClock.now - started)")
+            #expect(String(decoding: response.body, as: UTF8.self).contains("music:gone.mp3: downloading gone.mp3"))
+            // The link is resolved again once after a 404 (links expire), then the fetch gives up.
+            let gets = f.origin.gets("gone.mp3")
+            #expect(gets >= round && gets <= 2 * round, "\(gets) GETs of a file gone after \(round) requests")
+            #expect(f.logLines.withLock { $0.filter { $0.contains("fetching music:gone.mp3 failed") }.count } == round)
+        }
+        #expect(try await offPool { try RawClient(port: port).get("/tracks/music/here.mp3").body } == data)
+    }
+
     /// A missing track is fetched and served while every thread of Swift's cooperative pool is blocked (by other
     /// code of the process): serve's fetches run on a thread of their own. (Before, a GET here waited for a
     /// cooperative thread, and under a loaded test run a client saw no response head for 10 s.)

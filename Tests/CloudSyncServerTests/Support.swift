@@ -52,7 +52,10 @@ final class Origin: Sendable {
                 return .init(status: 401)
             }
             let name = String(request.target.dropFirst("/files/".count))
-            guard let body = files[name] else { return .init(status: 404) }
+            guard let body = files[name] else {
+                stats.withLock { $0[name, default: Counts()].gets += 1 }
+                return .init(status: 404)
+            }
             Thread.sleep(forTimeInterval: Double(delay.components.attoseconds) / 1e18 + Double(delay.components.seconds))
             var slice = 0 ..< body.count
             var status = 200
@@ -109,8 +112,9 @@ final class Fixture: Sendable {
     let contents: [String: Data]
     let logLines = Locked<[String]>([])
 
-    /// `files`: remote path → bytes. Files get a SHA-256 so a completed fetch is verified.
-    init(files: [String: Data], options: ServerOptions = ServerOptions(port: 0),
+    /// `files`: remote path → bytes. Files get a SHA-256 so a completed fetch is verified. Those in `gone` are
+    /// indexed but no longer on the origin (deleted since the listing: it answers 404).
+    init(files: [String: Data], gone: Set<String> = [], options: ServerOptions = ServerOptions(port: 0),
          onDemandOptions: OnDemandOptions = OnDemandOptions(chunkSize: 256 << 10), checkpointBytes: Int64 = 4 << 20) throws {
         directory = try TemporaryDirectory(prefix: "cloudsync-serve")
         contents = files
@@ -119,7 +123,7 @@ final class Fixture: Sendable {
         var originFiles: [String: Data] = [:]
         var remoteFiles: [RemoteFile] = []
         for (path, data) in files {
-            originFiles[path.replacingOccurrences(of: "/", with: "_")] = data
+            if !gone.contains(path) { originFiles[path.replacingOccurrences(of: "/", with: "_")] = data }
             remoteFiles.append(RemoteFile(path: path, size: Int64(data.count), modified: Date(timeIntervalSince1970: 1_700_000_000),
                                           revision: "v1", hashes: [ContentHash(kind: .sha256, value: contentHash(of: data, kind: .sha256))],
                                           mimeType: nil))
