@@ -457,7 +457,7 @@ struct FileFetcher: Sendable {
         guard current == generation else { throw SegmentStopped.superseded }
         if let total = outcome.totalSize, total != job.file.size {
             guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }
-            throw ProviderError(.invalidResponse, "\(job.file.path) is \(total) bytes on the server but was listed with \(job.file.size); it changed during the pull and will be fetched again next time")
+            throw ProviderError(.invalidResponse, "\(job.file.path) is \(total) bytes on the server but was listed with \(job.file.size): it changed since it was listed; the next pull fetches the new version")
         }
         if let known, let now = responseETag, EntityTag.sameVersion(known, now) == false {
             guard try job.restart(etag: now, from: generation) else { throw SegmentStopped.superseded }
