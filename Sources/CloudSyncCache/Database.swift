@@ -55,7 +55,7 @@ final class Database {
             | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
-            let systemErrno = db.map { sqlite3_system_errno($0) } ?? 0
+            let systemErrno = Database.systemErrno(rc, db, path: path)
             sqlite3_close_v2(db)
             throw Database.error(code: rc, message: message, systemErrno: systemErrno, sql: "open", path: path)
         }
@@ -85,7 +85,15 @@ final class Database {
     func check(_ rc: Int32, sql: String) throws(CacheError) {
         guard rc != SQLITE_OK, rc != SQLITE_ROW, rc != SQLITE_DONE else { return }
         throw Database.error(code: rc, message: String(cString: sqlite3_errmsg(handle)),
-                             systemErrno: sqlite3_system_errno(handle), sql: sql, path: path)
+                             systemErrno: Database.systemErrno(rc, handle, path: path), sql: sql, path: path)
+    }
+
+    /// The errno behind `rc`: SQLite's record of the last failed system call, except for SQLITE_CANTOPEN, where
+    /// that is often a fallback's ENOENT (a `-wal` that could not be created on a read-only filesystem, then not
+    /// found read-only): whether the index's folder is writable says more.
+    private static func systemErrno(_ rc: Int32, _ db: OpaquePointer?, path: String) -> Int32 {
+        if rc & 0xFF == SQLITE_CANTOPEN, access((path as NSString).deletingLastPathComponent, W_OK) != 0 { return errno }
+        return db.map { sqlite3_system_errno($0) } ?? 0
     }
 
     /// `systemErrno` is the errno of the system call that failed last (`sqlite3_system_errno`): an I/O error
@@ -99,6 +107,11 @@ final class Database {
             return CacheError(.diskFull, "No space left for the cache in \(cacheRoot): its index \(path) could not be "
                 + "written (SQLite error \(rc), \(message)). Free space, lower cache.max_size and run `cloudsync cache "
                 + "evict`, or move cache.dir.", path: path, errno: rc)
+        }
+        if systemErrno == EROFS || systemErrno == EACCES || systemErrno == EPERM {
+            return CacheError(.io, "The cache index \(path) cannot be written: \(String(cString: strerror(systemErrno))) (SQLite "
+                + "error \(rc), \(message)). cache.dir must be on a writable filesystem, and it and its files yours.",
+                path: path, errno: rc)
         }
         switch primary {
         case SQLITE_BUSY, SQLITE_LOCKED:

@@ -357,6 +357,7 @@ import TestSupport
         (778, Int(EDQUOT), .diskFull),       // SQLITE_IOERR_WRITE over quota
         (778, Int(EIO), .io),                // SQLITE_IOERR_WRITE of a failing disk
         (10, 0, .io),                        // SQLITE_IOERR
+        (14, Int(EROFS), .io),               // SQLITE_CANTOPEN on a read-only filesystem
         (5, 0, .busy),                       // SQLITE_BUSY
         (11, 0, .corrupt),                   // SQLITE_CORRUPT
         (26, 0, .corrupt),                   // SQLITE_NOTADB
@@ -365,8 +366,9 @@ import TestSupport
         let error = Database.error(code: Int32(code), message: "m", systemErrno: Int32(systemErrno),
                                    sql: "UPDATE files SET ranges = ?", path: "/c/index.sqlite")
         #expect(error.code == expected)
-        #expect(error.message.contains("UPDATE files") == (expected != .diskFull))
+        #expect(error.message.contains("UPDATE files") == (expected != .diskFull && systemErrno != Int(EROFS)))
         if expected == .diskFull { #expect(error.message.hasPrefix("No space left for the cache in /c:")) }
+        if systemErrno == Int(EROFS) { #expect(error.message.contains("Read-only file system") && error.message.contains("writable")) }
     }
 
     @Test func verifyRepairsMismatches() async throws {
