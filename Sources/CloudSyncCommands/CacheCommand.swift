@@ -27,6 +27,7 @@ struct CacheCommand {
             let budget = setup.budget(config, cache: cache)
             let limit = try budget.budget(held: s.bytesPresent)
             let free = try cache.freeDiskBytes()
+            let floor = budget.freeFloor
             if context.json {
                 let remotes: [[String: Any]] = s.remotes.map {
                     ["remote": $0.remote, "tracks": $0.tracks, "complete": $0.complete, "head": $0.headOnly,
@@ -44,7 +45,8 @@ struct CacheCommand {
                 var text = """
                 path:     \(s.root.path)
                 budget:   \(ByteSize.format(limit)) (max_size \(ByteSize.format(config.cache.maxSize)); \
-                keeps \(ByteSize.format(config.cache.minFree)) of the disk free, \(ByteSize.format(free)) free now)
+                keeps \(ByteSize.format(floor)) of the disk free\(floor > config.cache.minFree ? " for its index" : ""), \
+                \(ByteSize.format(free)) free now)
                 used:     \(ByteSize.format(s.bytesPresent)) for a library of \(ByteSize.format(s.libraryBytes))\
                 \(s.libraryBytes > limit ? " (it does not fit: every track keeps its head, the most recently played are complete)" : "")
                 tracks:   \(s.entries) (\(s.complete) complete, \(s.pinned) pinned)

@@ -84,14 +84,23 @@ public struct CacheBudget: Sendable {
     }
 
     /// `cache.max_size`, lowered so the filesystem keeps `cache.min_free` free: what the cache holds now plus
-    /// what is free beyond the floor.
+    /// what is free beyond the floor. The floor is at least ``bookkeepingReserve``, also with `min_free = 0`.
     public func budget(held: Int64? = nil) throws(CacheError) -> Int64 {
         let current: Int64
         if let held { current = held } else { current = try cache.heldBytes() }
-        let free = try cache.freeDiskBytes()
-        let room = current.addingSaturating(free).addingSaturating(-settings.minFree)
+        let room = current.addingSaturating(try cache.freeDiskBytes()).addingSaturating(-freeFloor)
         return max(0, min(settings.maxSize, room))
     }
+
+    /// What the budget keeps free on the cache's filesystem: `cache.min_free`, at least ``bookkeepingReserve``.
+    public var freeFloor: Int64 { max(settings.minFree, Self.bookkeepingReserve) }
+
+    /// Room the cache needs beyond the bytes it budgets, kept free whatever `cache.min_free` says: the index's
+    /// write-ahead log grows with each commit until SQLite's checkpoint at 1,000 pages (4 MiB) lets it start over,
+    /// and new folders and files' last blocks take whole blocks. A budget of every free byte filled the disk with
+    /// a pull's tracks and then failed their group commits (SQLITE_FULL): files fetched, none promoted, and the
+    /// next pull the same.
+    static let bookkeepingReserve: Int64 = 16 << 20
 
     /// Brings every track above its target down to it, lowest priority first: complete tracks and partials
     /// beyond their heads shrink to their start sets, tracks without a place lose every byte, older versions

@@ -120,9 +120,13 @@ public struct Sync: Sendable {
         report.budget?.limitedByDisk = finalPlan.budget < options.budget.maxSize
         // Said only when it matters: the disk, not cache.max_size, is what keeps part of the library out.
         if finalPlan.budget < options.budget.maxSize && finalPlan.libraryBytes > finalPlan.budget {
+            let floor = budget.freeFloor
+            let kept = floor > options.budget.minFree
+                ? "\(ByteSize.format(floor)) stays free for the cache's index (cache.min_free is \(ByteSize.format(options.budget.minFree)))"
+                : "cache.min_free (\(ByteSize.format(options.budget.minFree))) stays free"
             events(.warning(remote: remote, message: "the disk of the cache is nearly full: the budget is \(ByteSize.format(finalPlan.budget)) "
-                + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that cache.min_free "
-                + "(\(ByteSize.format(options.budget.minFree))) stays free; free some space or lower cache.min_free"))
+                + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that \(kept); free some space"
+                + (floor > options.budget.minFree ? "" : " or lower cache.min_free")))
         }
         events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
         return report
