@@ -1079,6 +1079,7 @@ public final class EntryWriter: Sendable {
         if wasOpen && fd >= 0 {
             do throws(CacheError) { try checkpoint() } catch {
                 cache.warnBookkeepingFailure("last checkpoint of \(remote):\(path) failed", error)
+                if error.code == .diskFull { releaseUnclaimed() }
             }
         }
         // Under `durable`: a checkpoint still queued on the cache's writer either ran before or finds it closed.
@@ -1098,6 +1099,28 @@ public final class EntryWriter: Sendable {
             d.closed = true
         }
         lock.withLock { $0 = nil }
+    }
+
+    /// Frees the disk blocks of a partial file the index claims no byte of (truncated to 0 and back to its size,
+    /// as ``reset()`` does). Called when the last checkpoint failed for a full disk: those bytes are fetched again
+    /// anyway (no writer trusts bytes the index does not vouch for), and left in place they kept the disk full —
+    /// a group commit that failed on a full disk left its files' whole bytes behind, which no eviction sees. A
+    /// file with claimed bytes keeps its unclaimed ones (at most about two checkpoints' worth, by the transfer's
+    /// back-pressure); so does an encrypted one (its header is not the index's to drop).
+    private func releaseUnclaimed() {
+        guard sealedLayout == nil else { return }
+        durable.withLock { d in
+            guard !d.completed, !d.closed, fd >= 0, d.committed.isEmpty else { return }
+            // Forgotten before they go: a reader of the partial file checks after reading that its bytes are
+            // still present.
+            pending.withLock { $0.ranges = ByteRanges() }
+            do throws(Errno) {
+                try cache.io.ftruncate(fd, 0)
+                try cache.io.ftruncate(fd, size)
+            } catch {
+                cache.logger.debug("\(remote):\(path): could not free its unclaimed bytes: \(error)")
+            }
+        }
     }
 
     /// The `SET` assignments and values of `d`'s unsaved columns.

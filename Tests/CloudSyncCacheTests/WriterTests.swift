@@ -310,8 +310,8 @@ import TestSupport
 
     /// A disk that fills under a pull fails every writer in flight alike; their closing checkpoints are one
     /// warning, the rest debug lines, and a later close (the deinit) does not try again. Other failures stay
-    /// warnings each.
-    @Test func aFullDiskIsLoggedOnceAsAWarning() async throws {
+    /// warnings each. The unclaimed bytes of the full disk's writers are freed (they would keep it full).
+    @Test func aFullDiskIsLoggedOnceAndItsUnclaimedBytesFreed() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
         let failSync = Atomic<Int32>(0)
@@ -345,8 +345,15 @@ import TestSupport
         failSync.store(0, ordering: .relaxed)
         for writer in writers { writer.close() }
         #expect(lines.withLock { $0 }.count == all.count, "a second close logged again")
-        // Nothing was claimed that is not durable: every entry still misses all its bytes.
-        for name in names { #expect(try cache.entry(remote: "r", path: name)?.presentBytes == 0) }
+        // Nothing was claimed that is not durable: every entry still misses all its bytes. The partial files of the
+        // full disk hold no blocks any more (their bytes would be fetched again anyway); the others keep theirs.
+        for (i, name) in names.enumerated() {
+            #expect(try cache.entry(remote: "r", path: name)?.presentBytes == 0)
+            var st = stat()
+            #expect(stat(writers[i].partialURL.path, &st) == 0)
+            #expect(st.st_size == 4096)
+            #expect((st.st_blocks == 0) == (i < 4), "\(name): \(st.st_blocks) blocks")
+        }
     }
 
     /// SQLite's result codes and the errno behind them, as `CacheError`s: a full disk is `.diskFull` whether SQLite
