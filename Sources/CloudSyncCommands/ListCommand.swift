@@ -22,13 +22,16 @@ struct ListCommand {
         if args.has("cached") && args.has("missing") {
             throw UsageError(message: "cloudsync: --cached and --missing exclude each other", hint: "Run 'cloudsync ls --help' for usage.")
         }
+        // Every option is read before any work: a usage error never waits for the network.
+        let retries = try args.integer("retries", in: 0 ... 1000)
+        let commandLineFilter = try FilterOptions.filter(args)
+        let columns = try TrackColumns(args)
+        let port = try args.integer("port", in: 1 ... 65535) ?? ServerOptions.defaultPort
         let setup = Setup(context: context)
         let config = try setup.configuration()
         let remotes = try setup.selectedRemotes(config)
         let cache = try setup.openCache(config)
-        let retries = try args.integer("retries", in: 0 ... 1000)
         let live = !args.has("offline") && !args.has("m3u")
-        let commandLineFilter = try FilterOptions.filter(args)
         let now = Date()
 
         var rows: [CacheEntryInfo] = []
@@ -74,9 +77,8 @@ struct ListCommand {
         rows = rows.filter { row in
             (!args.has("cached") || row.state == .complete) && (!args.has("missing") || row.state != .complete)
         }
-        rows = try TrackColumns(args).apply(rows)
+        rows = columns.apply(rows)
         if args.has("m3u") {
-            let port = try args.integer("port", in: 1 ... 65535) ?? ServerOptions.defaultPort
             context.console.out(Playlist.m3u(rows, baseURL: "http://127.0.0.1:\(port)"))
         } else if context.json {
             context.console.out(try ListingOutput.json(rows))

@@ -79,6 +79,23 @@ struct CLI {
         #expect(r.stderr.contains("--segments expects a whole number from 1 to 16, got '\(value)'"), "stderr: \(r.stderr)")
     }
 
+    /// A bad option of `ls` is a usage error before any work: no listing is tried first (an unreachable server
+    /// is retried and warned about before `--sort` was read).
+    @Test(arguments: [(["--sort", "nonsense"], "--sort nonsense: unknown order"),
+                      (["--m3u", "--port", "0"], "--port expects a whole number from 1 to 65535"),
+                      (["--retries", "x"], "--retries expects a whole number")])
+    func lsUsageErrorsComeBeforeTheNetwork(arguments: [String], message: String) throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.toml")
+        try "[cache]\ndir = \"\(dir.path)/cache\"\n[remote.nas]\nprovider = \"webdav\"\nurl = \"http://127.0.0.1:1/dav/\"\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["ls", "--config", file.path] + arguments)
+        #expect(r.status == 2, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains(message), "stderr: \(r.stderr)")
+        #expect(!r.stderr.contains("127.0.0.1"), "the network was tried first: \(r.stderr)")
+    }
+
     /// Each kind of config mistake: one clear message with file:line:column, exit 3.
     @Test(arguments: [
         ("[pull]\njobs = \n", "config.toml:2:"),
