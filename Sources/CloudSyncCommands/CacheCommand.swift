@@ -103,19 +103,23 @@ struct CacheCommand {
             // pin takes the filter flags (unpin does not): only the tracks under PATH that pass them.
             let filter = sub == "pin" ? try FilterOptions.filter(context.arguments) : .everything
             let now = Date()
+            // PATHs as pull, ls and rm read them (a track or folder, relative to the root or prefixed with the
+            // remote's name), every one checked before any is pinned.
+            let entries = try cache.entries(remote: remote)
+            try Self.checkPaths(context.arguments.positionals, remote: remote, known: Set(entries.map(\.path)))
             for path in context.arguments.positionals {
-                let trimmed = path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-                let matches = try cache.entries(remote: remote).filter {
-                    ($0.path == trimmed || $0.path.hasPrefix(trimmed + "/"))
-                        && filter.includes($0.file.path, size: $0.file.size, modified: $0.file.modified, now: now)
+                let selection = PathSelection([path], remote: remote)
+                let matches = entries.filter {
+                    selection.selects($0.path) && filter.includes($0.file.path, size: $0.file.size, modified: $0.file.modified, now: now)
                 }
                 if matches.isEmpty {
-                    throw CacheError(.notFound, "no track '\(path)' in remote '\(remote)'; see 'cloudsync ls --offline --remote \(remote)'")
+                    throw CacheError(.notFound, "no track '\(path)' in remote '\(remote)' passes the filters; see 'cloudsync ls --offline --remote \(remote)'")
                 }
                 for m in matches {
                     if sub == "pin" { try cache.pin(remote: remote, path: m.path) } else { try cache.unpin(remote: remote, path: m.path) }
                 }
-                if !quiet { console.out("\(sub == "pin" ? "pinned" : "unpinned") \(counted(matches.count, "track")) under \(TerminalText.escape("\(remote)/\(trimmed)"))\n") }
+                let shown = path.split(separator: "/").joined(separator: "/")
+                if !quiet { console.out("\(sub == "pin" ? "pinned" : "unpinned") \(counted(matches.count, "track")) under \(TerminalText.escape(shown.hasPrefix(remote + "/") || shown == remote ? shown : "\(remote)/\(shown)"))\n") }
             }
         case "clear":
             let remote = context.arguments.value("remote")
@@ -170,11 +174,7 @@ struct CacheCommand {
             let paths = context.arguments.positionals.map { $0.split(separator: "/").joined(separator: "/") }
             let known = try cache.knownPaths(remote: remote)
             let selection = PathSelection(paths, remote: remote)
-            if let miss = selection.unmatched(in: known).first {
-                throw UsageError(message: "cloudsync: no track or folder '\(miss.path)' in remote '\(remote)'"
-                    + (miss.closest.map { " (the closest is '\($0)')" } ?? ""),
-                    hint: "See 'cloudsync ls --offline --remote \(remote)'.")
-            }
+            try Self.checkPaths(paths, remote: remote, known: known)
             let report = try cache.dropBytes(remote: remote, paths: known.filter(selection.selects).sorted())
             for e in report.evicted where !quiet { console.out("removed  \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\n") }
             for busy in report.skippedBusy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
@@ -241,4 +241,15 @@ func hashFile(at url: URL, kind: HashKind) throws -> String {
         chunk.withUnsafeBytes { hasher.update($0) }
     }
     return hasher.finalize()
+}
+
+extension CacheCommand {
+    /// Throws a usage error naming the first PATH that selects nothing of `known` (with the closest path).
+    static func checkPaths(_ paths: [String], remote: String, known: Set<String>) throws {
+        if let miss = PathSelection(paths, remote: remote).unmatched(in: known).first {
+            throw UsageError(message: "cloudsync: no track or folder '\(miss.path)' in remote '\(remote)'"
+                + (miss.closest.map { " (the closest is '\($0)')" } ?? ""),
+                hint: "See 'cloudsync ls --offline --remote \(remote)'.")
+        }
+    }
 }

@@ -80,6 +80,16 @@ import Testing
         #expect(pin.status == 0 && pin.stdout.contains("pinned 1 track under lib/Album"), "\(pin.stdout) \(pin.stderr)")
         let none = try fixture.env.run(["cache", "pin", "--exclude", "*", "--remote", "lib", "Album"])
         #expect(none.status != 0 && none.stderr.contains("no track 'Album'"), "\(none.stdout) \(none.stderr)")
+        // PATHs as pull, ls and rm take them: prefixed with the remote's name too; one that names nothing is a usage
+        // error with the closest path, before anything is pinned.
+        let prefixed = try fixture.env.run(["cache", "unpin", "--remote", "lib", "lib/Album/b.mp3"])
+        #expect(prefixed.status == 0 && prefixed.stdout.contains("unpinned 1 track under lib/Album/b.mp3"), "\(prefixed.stdout) \(prefixed.stderr)")
+        let miss = try fixture.env.run(["cache", "pin", "--remote", "lib", "Live", "Albun"])
+        #expect(miss.status == 2 && miss.stderr.contains("no track or folder 'Albun' in remote 'lib' (the closest is 'Album')"),
+                "\(miss.stdout) \(miss.stderr)")
+        #expect(miss.stdout.isEmpty, "Live was pinned before the miss was found: \(miss.stdout)")
+        let status = try fixture.env.run(["cache", "status", "--json"])
+        #expect(status.stdout.contains("\"pinned\":0"), "\(status.stdout)")
     }
 
     @Test func ageFiltersUseTheRemoteModificationTime() throws {
