@@ -84,13 +84,13 @@ stop_all; start_nginx "$WORK/lib-mutate"
 expect_dir=$WORK/lib-mutate proxy_row webdav-changed-mid-download "every file rewritten after the 3rd GET (new ETag)" 0 10 --mutate "$WORK/lib-mutate" --count 3
 stop_all
 
-# ---------- disk full: a 4 MiB tmpfs as the cache dir for a 9 MiB library
+# ---------- disk full: a 24 MiB tmpfs as the cache dir for a 9 MiB library (16 MiB of it the budget keeps free for the index)
 start_nginx "$lib"
 if [ "$(id -u)" = 0 ]; then
-    mkdir -p "$WORK/small"; mount -t tmpfs -o size=4m tmpfs "$WORK/small" && _mounts+=("$WORK/small")
+    mkdir -p "$WORK/small"; mount -t tmpfs -o size=24m tmpfs "$WORK/small" && _mounts+=("$WORK/small")
     config "$WORK/full.toml" "$WORK/small/cache" 10 'provider = "webdav"' "url = \"http://127.0.0.1:$NGINX_PORT/dav/\"" 'user = "demo"' 'password = "demo-pass"'
     # With the default cache.min_free (1 GiB) the budget is 0 on this disk: nothing is fetched, a warning says why.
-    ROW_ALLOW_PARTIAL=1 row disk-nearly-full "cache dir on a 4 MiB tmpfs, default min_free: budget 0" 0 "$WORK/full.toml" "$lib"
+    ROW_ALLOW_PARTIAL=1 row disk-nearly-full "cache dir on a 24 MiB tmpfs, default min_free: budget 0" 0 "$WORK/full.toml" "$lib"
     grep -q "the disk of the cache is nearly full" "$WORK/pull.err" || { echo "disk-nearly-full: no warning" >&2; failures=$((failures + 1)); }
     rm -rf "$WORK/small/cache"
     # The budget keeps the pull itself within the disk; another program filling it meanwhile meets ENOSPC.
@@ -98,7 +98,7 @@ if [ "$(id -u)" = 0 ]; then
     config "$WORK/full.toml" "$WORK/small/cache" 10 'provider = "webdav"' "url = \"http://127.0.0.1:$LINE/dav/\"" 'user = "demo"' 'password = "demo-pass"'
     sed -i 's/^checkpoint = "256KiB"$/checkpoint = "256KiB"\nmin_free = "0"/' "$WORK/full.toml"
     ( sleep 0.8; dd if=/dev/zero of="$WORK/small/filler" bs=64k 2>/dev/null || true ) & filler=$!
-    row disk-full "another program fills the 4 MiB tmpfs of the cache during the pull (min_free 0)" 74 "$WORK/full.toml" "$lib"
+    row disk-full "another program fills the 24 MiB tmpfs of the cache during the pull (min_free 0)" 74 "$WORK/full.toml" "$lib"
     wait "$filler"; rm -f "$WORK/small/filler"
 else
     echo "disk-full|cache dir on a small tmpfs|74|-|skipped: mount needs root|-|-|skipped" >>"$rows"
