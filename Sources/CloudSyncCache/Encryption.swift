@@ -295,7 +295,7 @@ extension Cache {
     /// every other block (index first, then the rename: a kill between them leaves a partial the next writer
     /// restarts). Returns whether it did.
     @discardableResult
-    public func dropDamaged(remote: String, path: String, bytes: Range<Int64>) -> Bool {
+    public func dropDamaged(remote: String, path: String, bytes: Range<Int64>, why: String = "failed their check on disk") -> Bool {
         guard let first = try? row(remote: remote, path: path),
               let lock = try? EntryLock.tryAcquire(cache: self, id: first.id, wait: false) else { return false }
         defer { withExtendedLifetime(lock) {} }
@@ -318,7 +318,7 @@ extension Cache {
             logger.warning("could not drop the damaged bytes of \(remote):\(path): \(error)")
             return false
         }
-        logger.warning("\(remote):\(path): bytes \(damaged.lowerBound)-\(damaged.upperBound - 1) failed their check on disk; "
+        logger.warning("\(remote):\(path): bytes \(damaged.lowerBound)-\(damaged.upperBound - 1) \(why); "
             + "dropped, they are fetched again")
         if row.state == .complete {
             var components = row.localPath.split(separator: "/").map(String.init)

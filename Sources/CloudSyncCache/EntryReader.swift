@@ -198,10 +198,20 @@ public final class EntryReader: Sendable {
             // the track is this version, checked after opening (a newer version may have replaced the file).
             var components = localPath.split(separator: "/").map(String.init)
             let leaf = components.popLast() ?? ""
-            let dir = try cache.fs.openDirectory(components, in: cache.tracksFD, create: false,
-                                                 display: cache.display("tracks/\(localPath)"))
-            defer { Glibc.close(dir) }
-            let track = try cache.fs.openFile(leaf, in: dir, flags: O_RDONLY, display: cache.display("tracks/\(localPath)"))
+            let track: Int32
+            do throws(CacheError) {
+                let dir = try cache.fs.openDirectory(components, in: cache.tracksFD, create: false,
+                                                     display: cache.display("tracks/\(localPath)"))
+                defer { Glibc.close(dir) }
+                track = try cache.fs.openFile(leaf, in: dir, flags: O_RDONLY, display: cache.display("tracks/\(localPath)"))
+            } catch where error.errno == ENOENT {
+                // Deleted from tracks/ (by hand, by a tool) while the index calls it complete: every byte is
+                // dropped from the index and fetched again, as for a track cut short.
+                guard let row = try? cache.row(id: id), row.state == .complete, row.generation == generation else { throw changed() }
+                cache.dropDamaged(remote: remote, path: file.path, bytes: 0 ..< file.size, why: "are gone from the disk (its file in tracks/ was deleted)")
+                throw CacheError(.damaged, "\(cache.display("tracks/\(localPath)")) is gone from the disk although the index "
+                    + "said it was complete; it is fetched again.", path: localPath)
+            }
             guard let row = try? cache.row(id: id), row.state == .complete, row.file.fingerprint == file.fingerprint,
                   row.generation == generation else {
                 Glibc.close(track)

@@ -85,20 +85,22 @@ extension Cache {
             let url = tracksURL.appendingPathComponent(row.localPath, isDirectory: false)
             let name = "\(row.remote):\(row.path)"
             var st = stat()
-            if lstat(url.path, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG {
+            switch trackFileProblem(path: url.path, diskSize: row.diskSize, stat: &st) {
+            case .vanished:
                 if try stillComplete(row) {
                     report.vanished.append(name)
                     _ = try drop(row, dryRun: false)
                 }
                 continue
-            }
-            if Int64(st.st_size) != row.diskSize {
+            case .wrongSize:
                 guard try stillComplete(row) else { continue }
                 report.checked += 1
                 report.wrongSize.append(name)
                 logger.warning("\(name) has \(st.st_size) bytes on disk, the remote file \(row.file.size); removed")
                 _ = try drop(row, dryRun: false)
                 continue
+            case nil:
+                break
             }
             let mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
             let drifted = abs(mtime - row.file.modified.timeIntervalSince1970) > 2
@@ -145,6 +147,41 @@ extension Cache {
             }
         }
         return report
+    }
+
+    enum TrackFileProblem { case vanished, wrongSize }
+
+    /// What is wrong with the file of a complete track at `path` (`lstat` into `st`): gone (or not a regular file),
+    /// or not `diskSize` bytes long; nil when neither.
+    func trackFileProblem(path: String, diskSize: Int64, stat st: inout stat) -> TrackFileProblem? {
+        if lstat(path, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG { return .vanished }
+        return Int64(st.st_size) == diskSize ? nil : .wrongSize
+    }
+
+    /// Marks missing every complete track of `remote` whose file in `tracks/` is gone or has another size —
+    /// deleted or changed by hand, by a tool, by a filesystem repair — and removes such a file, so the pull
+    /// that calls this fetches them again (``verify(hasher:)`` does the same and also compares hashes). One
+    /// `lstat` per complete track: ~7 ms for 20,000 (1 % of an unchanged re-pull of them). A track another writer
+    /// holds is left for the next pull. Returns the `remote:path` names marked missing.
+    public func forgetBrokenTracks(remote: String) throws(CacheError) -> [String] {
+        struct Track { let id: Int64, localPath: String, diskSize: Int64 }
+        let tracks = try withDatabase { db throws(CacheError) in
+            try db.query("SELECT id, local_path, size, sealed FROM files WHERE remote = ? AND state = 2", [.text(remote)]) { row in
+                let size = row.int(2)
+                let sealed = row.int(3) != 0
+                return Track(id: row.int(0), localPath: row.text(1),
+                             diskSize: sealed ? (SealedLayout(plainSize: size)?.diskSize ?? size) : size)
+            }
+        }
+        var forgotten: [String] = []
+        var st = stat()
+        let root = tracksURL.path + "/"
+        for track in tracks {
+            guard trackFileProblem(path: root + track.localPath, diskSize: track.diskSize, stat: &st) != nil,
+                  let row = try self.row(id: track.id), try stillComplete(row) else { continue }
+            if try drop(row, dryRun: false) { forgotten.append("\(row.remote):\(row.path)") }
+        }
+        return forgotten
     }
 
     /// Checks the claimed blocks of an encrypted partial entry; a block that fails is dropped and reported. An

@@ -65,7 +65,15 @@ public struct Sync: Sendable {
 
     private func runLocked() async throws -> SyncReport {
         var report = SyncReport(remote: remote, provider: providerName)
-        if !options.dryRun { try cache.reconcilePromotions() }
+        if !options.dryRun {
+            try cache.reconcilePromotions()
+            // Tracks deleted from tracks/ by hand (to free space, by mistake) are fetched again, not left claimed.
+            let broken = try cache.forgetBrokenTracks(remote: remote)
+            if !broken.isEmpty {
+                logger.info("\(remote): \(broken.count == 1 ? "1 complete track was" : "\(broken.count) complete tracks were") missing from "
+                    + "tracks/ or had another size; fetching again: \(broken.prefix(5).joined(separator: ", "))\(broken.count > 5 ? ", …" : "")")
+            }
+        }
         if options.refetch && !options.dryRun && !selection.selectsEverything {
             let dropped = try cache.dropBytes(remote: remote, paths: cache.knownPaths(remote: remote).filter(selection.selects).sorted())
             for busy in dropped.skippedBusy {

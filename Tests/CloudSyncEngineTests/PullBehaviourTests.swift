@@ -94,6 +94,29 @@ import Testing
         try fixture.env.expectTracksEqual(fixture.library)
     }
 
+    /// Tracks deleted from tracks/ by hand (a whole folder too) or cut short by a tool are fetched again by the next
+    /// pull: before, the index still called them complete, `status` said every track was ready and the pull fetched
+    /// nothing until `cache verify` ran.
+    @Test func tracksRemovedFromTheCacheByHandAreFetchedAgain() throws {
+        let files = Self.files + [("Other/a.mp3", 300_000), ("Other/b.mp3", 300_001)]
+        let fixture = try Fixture(seed: 16, files: files)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let tracks = fixture.env.tracks
+        try FileManager.default.removeItem(at: tracks.appendingPathComponent("Disc/song 1.mp3"))
+        try FileManager.default.removeItem(at: tracks.appendingPathComponent("Other"))
+        let cut = try FileHandle(forWritingTo: tracks.appendingPathComponent("Disc/song 2.mp3"))
+        try cut.truncate(atOffset: 1000)
+        try cut.close()
+        let r = try fixture.env.run(["pull"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("4 complete tracks were missing from tracks/ or had another size"), "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("fetched 4 files"), "stderr: \(r.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let again = try fixture.env.run(["pull"])
+        #expect(again.stderr.contains("fetched 0 files") && !again.stderr.contains("missing from tracks/"), "stderr: \(again.stderr)")
+    }
+
     @Test func dryRunChangesNothingAndPrintsThePlan() throws {
         var fixture = try Fixture(seed: 15, files: Self.files)
         defer { fixture.cleanup() }

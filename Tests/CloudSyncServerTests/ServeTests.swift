@@ -96,6 +96,20 @@ import TestSupport
                                                  andPath: { let u = f.directory.file("expected"); try? data.write(to: u); return u.path }()))
     }
 
+    /// A complete track whose file was deleted from tracks/ (by hand, to free space) is fetched again and played:
+    /// before, serve answered 502 "open failed … No such file" until `cache verify` ran.
+    @Test func aCompleteTrackDeletedFromTheDiskIsFetchedAgain() async throws {
+        let data = sourceBytes(300_000, seed: 5)
+        let f = try Fixture(files: ["Album/kept.mp3": data])
+        try await f.cacheCompletely("Album/kept.mp3")
+        try FileManager.default.removeItem(at: f.cache.tracksURL.appendingPathComponent("music/Album"))
+        let response = try await offPool { try RawClient(port: f.server.port).get("/tracks/music/Album/kept.mp3") }
+        #expect(response.status == 200)
+        #expect(response.body == data)
+        #expect(f.origin.gets("Album_kept.mp3") >= 1)
+        #expect(try await eventually { try f.cache.entry(remote: "music", path: "Album/kept.mp3")?.state == .complete })
+    }
+
     /// A track deleted from the cloud since the last listing: the player gets 404 as soon as the fetch fails, not
     /// a 504 after the first-byte timeout while the fetch is repeated every takeover interval (the session that
     /// failed retires at once, and its error used to be looked at only while it was open). The next request
