@@ -25,20 +25,9 @@ import Testing
     func aFullDiskStillReadsAndClearFreesSpace() throws {
         let fixture = try Fixture(seed: 91, files: (0 ..< 4).map { ("Disc/t\($0).mp3", 300_000) })
         defer { fixture.cleanup() }
-        let mountPoint = try temporaryDirectory("tmpfs")
-        defer { try? FileManager.default.removeItem(at: mountPoint) }
-        let mount = try Process.run(URL(fileURLWithPath: "/bin/mount"), arguments: ["-t", "tmpfs", "-o", "size=24m", "tmpfs", mountPoint.path])
-        mount.waitUntilExit()
-        try #require(mount.terminationStatus == 0, "mount failed")
-        defer {
-            let umount = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: [mountPoint.path])
-            umount?.waitUntilExit()
-        }
-        let cacheDir = mountPoint.appendingPathComponent("cache")
-        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
-            .replacingOccurrences(of: fixture.env.cacheDir.path, with: cacheDir.path)
-            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
-        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+        let disk = try SmallDisk(for: fixture)
+        defer { disk.unmount() }
+        let mountPoint = disk.mountPoint
         let pull = try fixture.env.run(["pull"])
         #expect(pull.status == 0, "stderr: \(pull.stderr)")
         // Fill the disk to the last block.
@@ -66,20 +55,9 @@ import Testing
         // 1,600 files of 20 KiB (31 MiB) for a 24 MiB filesystem: many group commits, each growing the index's log.
         let fixture = try Fixture(seed: 92, files: (0 ..< 1600).map { ("Disc \($0 / 20)/t\($0).mp3", 20_480) })
         defer { fixture.cleanup() }
-        let mountPoint = try temporaryDirectory("tmpfs")
-        defer { try? FileManager.default.removeItem(at: mountPoint) }
-        let mount = try Process.run(URL(fileURLWithPath: "/bin/mount"), arguments: ["-t", "tmpfs", "-o", "size=24m", "tmpfs", mountPoint.path])
-        mount.waitUntilExit()
-        try #require(mount.terminationStatus == 0, "mount failed")
-        defer {
-            let umount = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: [mountPoint.path])
-            umount?.waitUntilExit()
-        }
-        let cacheDir = mountPoint.appendingPathComponent("cache")
-        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
-            .replacingOccurrences(of: fixture.env.cacheDir.path, with: cacheDir.path)
-            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
-        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+        let disk = try SmallDisk(for: fixture)
+        defer { disk.unmount() }
+        let cacheDir = disk.cacheDir
         for round in 1 ... 2 {
             let pull = try fixture.env.run(["pull"])
             #expect(pull.status == 0, "round \(round): \(pull.stderr)")
@@ -92,5 +70,31 @@ import Testing
         #expect(tracks.count >= 200, "\(tracks.count) tracks in 24 MiB")
         let verify = try fixture.env.run(["cache", "verify"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+    }
+}
+
+/// A 24 MiB tmpfs mounted for one test, holding `fixture`'s cache with `min_free = "0"` (needs root).
+private struct SmallDisk {
+    let mountPoint: URL
+    var cacheDir: URL { mountPoint.appendingPathComponent("cache") }
+
+    init(for fixture: Fixture) throws {
+        mountPoint = try temporaryDirectory("tmpfs")
+        let mount = try Process.run(URL(fileURLWithPath: "/bin/mount"), arguments: ["-t", "tmpfs", "-o", "size=24m", "tmpfs", mountPoint.path])
+        mount.waitUntilExit()
+        guard mount.terminationStatus == 0 else {
+            try? FileManager.default.removeItem(at: mountPoint)
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "mount -t tmpfs failed"])
+        }
+        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
+            .replacingOccurrences(of: fixture.env.cacheDir.path, with: mountPoint.appendingPathComponent("cache").path)
+            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
+        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+    }
+
+    func unmount() {
+        let umount = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: [mountPoint.path])
+        umount?.waitUntilExit()
+        try? FileManager.default.removeItem(at: mountPoint)
     }
 }
