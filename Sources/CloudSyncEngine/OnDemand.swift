@@ -393,7 +393,9 @@ final class FetchSession: Sendable {
                     owner.markOffline(after: error, file: job.file)
                     break
                 }
-                owner.logger.warning("serve: fetching \(owner.remote):\(job.file.path) failed: \(error)")
+                // Info: a request waiting for these bytes gets the error and the server logs it with its status
+                // (a warning for a 502); read-ahead nobody waits for is not worth a warning.
+                owner.logger.info("serve: fetching \(owner.remote):\(job.file.path) failed: \(error)")
                 // The cache's and the provider's own errors are kept as they are (the server answers them with
                 // their own statuses: 507 for a full disk, 404 for a file gone from the cloud).
                 let failure: any Error & Sendable
