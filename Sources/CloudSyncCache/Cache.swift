@@ -46,16 +46,23 @@ public final class Cache: Sendable {
     public static func open(root: URL, limits: CacheLimits = CacheLimits(), logger: Logger = .silent,
                             io: FileIO = .system, encryption: CacheEncryption = .off,
                             checkingMode: Bool = true) throws(CacheError) -> Cache {
-        let rootPath = root.standardizedFileURL.path
-        if mkdir(rootPath, 0o700) != 0, errno != EEXIST {
+        let configured = root.standardizedFileURL.path
+        if mkdir(configured, 0o700) != 0, errno != EEXIST {
             do {
-                try FileManager.default.createDirectory(atPath: rootPath, withIntermediateDirectories: true,
+                try FileManager.default.createDirectory(atPath: configured, withIntermediateDirectories: true,
                                                         attributes: [.posixPermissions: 0o700])
             } catch {
-                throw CacheError(.io, "Cannot create the cache directory \(rootPath): \(error). Check cache.dir and "
-                    + "its permissions.", path: rootPath)
+                throw CacheError(.io, "Cannot create the cache directory \(configured): \(error). Check cache.dir and "
+                    + "its permissions.", path: configured)
             }
         }
+        // cache.dir may itself be (or lie under) a symlink — a cache moved to a bigger disk: the user's choice, so
+        // the root is resolved once. Nothing inside it is followed (SafeFS), and SQLite opens no path through a
+        // link (SQLITE_OPEN_NOFOLLOW: "unable to open database file" before).
+        let rootPath = realpath(configured, nil).map { resolved in
+            defer { free(resolved) }
+            return String(cString: resolved)
+        } ?? configured
         let fs = SafeFS(rootPath: rootPath)
         let rootFD = Glibc.open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard rootFD >= 0 else { throw fs.error("open", rootPath) }

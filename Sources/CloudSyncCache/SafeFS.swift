@@ -27,7 +27,8 @@ struct SafeFS: Sendable {
             guard next >= 0 else {
                 if savedErrno == ELOOP || savedErrno == ENOTDIR {
                     throw CacheError(.corrupt, "\(display) in the cache has a component that is a symlink or not a "
-                        + "directory (\(component)); cloudsync never follows links inside \(rootPath). Remove it.",
+                        + "directory (\(component)); cloudsync never follows links inside \(rootPath). Remove it (to keep "
+                        + "the cache on another disk, point cache.dir there, or make cache.dir itself the link).",
                         path: display, errno: savedErrno)
                 }
                 throw CacheError.system("open", errno: savedErrno, path: display, cacheRoot: rootPath)

@@ -112,6 +112,25 @@ import TestSupport
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside.url.path).isEmpty)
     }
 
+    /// cache.dir may itself be a symlink (a cache moved to a bigger disk): the root is the user's choice and is
+    /// followed; links inside it still are not. (SQLite's NOFOLLOW open refused the index before: "unable to
+    /// open database file".)
+    @Test func aCacheDirThatIsASymlinkWorks() async throws {
+        let real = try TemporaryDirectory(prefix: "cloudsync-real")
+        let holder = try TemporaryDirectory(prefix: "cloudsync-link")
+        defer { real.cleanup(); holder.cleanup() }
+        try FileManager.default.createDirectory(at: real.url, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: holder.url, withIntermediateDirectories: true)
+        let link = holder.url.appendingPathComponent("cache")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real.url)
+        let cache = try Cache.open(root: link)
+        try cache.upsert(remote: "r", file: remoteFile("A/x.mp3", size: 100))
+        try await cache.openWriter(remote: "r", path: "A/x.mp3").fillAndComplete()
+        #expect(try cache.entry(remote: "r", path: "A/x.mp3")?.state == .complete)
+        #expect(try Data(contentsOf: real.url.appendingPathComponent("tracks/r/A/x.mp3")) == Data(pattern(0 ..< 100)))
+        #expect(FileManager.default.fileExists(atPath: real.url.appendingPathComponent("index.sqlite").path))
+    }
+
     @Test func removalDeletesFilesButKeepsPinned() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
