@@ -2,6 +2,7 @@ import CloudSyncCache
 import CloudSyncCore
 import CloudSyncHTTP
 import Foundation
+import Synchronization
 
 /// One pull of one remote: lock → list → plan → fetch → verify → promote → remove deletions → store cursor
 /// → evict. Per-file failures are collected in the report; errors that stop the remote are thrown
@@ -42,8 +43,15 @@ public struct Sync: Sendable {
         // The run is recorded for `cloudsync status`; a failure to record never stops a pull.
         let started = Date()
         recordRun(PullRun(remote: remote, started: started, outcome: .running))
+        // What a run that stops with an error (its report is lost) did fetch: counted from its events.
+        let finished = FinishedFiles()
+        let counting = Sync(remote: remote, providerName: providerName, provider: provider, transport: transport, pacer: pacer,
+                            cache: cache, options: options, logger: logger) { [events] event in
+            finished.note(event)
+            events(event)
+        }
         do {
-            let report = try await runLocked()
+            let report = try await counting.runLocked()
             recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: report.exitCode == .ok ? .ok : .partial,
                               exitCode: report.exitCode.rawValue, fetchedFiles: report.fetchedFiles,
                               fetchedBytes: report.fetchedBytes, failed: report.failed.count,
@@ -52,11 +60,22 @@ public struct Sync: Sendable {
             return report
         } catch {
             let interrupted = error is CancellationError || Task.isCancelled
+            let tally = finished.tally
             recordRun(PullRun(remote: remote, started: started, ended: Date(), outcome: interrupted ? .interrupted : .failed,
                               exitCode: (interrupted ? .interrupted : (error as? any ExitCodeProviding)?.exitCode ?? .partialFailure).rawValue,
+                              fetchedFiles: tally.fetchedFiles, fetchedBytes: tally.fetchedBytes, failed: tally.failed.count,
                               message: interrupted ? nil : String(describing: error)))
             throw error
         }
+    }
+
+    /// The files of a run finished so far, from its `fileFinished` events.
+    private final class FinishedFiles: Sendable {
+        private let state = Mutex(FetchTally())
+        func note(_ event: SyncEvent) {
+            if case .fileFinished(_, let path, let result) = event { state.withLock { $0.record(path, result) } }
+        }
+        var tally: FetchTally { state.withLock { $0 } }
     }
 
     private func recordRun(_ run: PullRun) {

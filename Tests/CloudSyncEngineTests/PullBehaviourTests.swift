@@ -247,6 +247,25 @@ import Testing
         #expect(cached > 0, "nothing was kept after Ctrl-C")
         #expect(refetched == total - cached, "the resumed pull fetched \(refetched) bytes, \(total - cached) were missing")
     }
+
+    /// `status` after a pull that was interrupted counts what it did fetch (it said "fetched 0 tracks": the counts
+    /// were in the report a stopped run never returns).
+    @Test func anInterruptedPullIsRecordedWithWhatItFetched() throws {
+        let fixture = try Fixture(seed: 20, files: [("A/small.mp3", 40_000), ("B/big 1.mp3", 4_000_000), ("B/big 2.mp3", 4_000_000)],
+                                  rate: 512 << 10)
+        defer { fixture.cleanup() }
+        let pull = try fixture.env.start(["pull", "--jobs", "3"])
+        #expect(try eventuallyBlocking { FileManager.default.fileExists(atPath: fixture.env.tracks.appendingPathComponent("A/small.mp3").path) })
+        pull.signal(SIGINT)
+        let r = try pull.wait(timeout: 15)
+        #expect(r.status == 130, "stderr: \(r.stderr)")
+        let status = try fixture.env.run(["status", "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        let last = (object?["remotes"] as? [[String: Any]])?.first?["last_pull"] as? [String: Any]
+        #expect(last?["outcome"] as? String == "interrupted", "\(status.stdout)")
+        #expect(last?["fetched_files"] as? Int == 1, "\(status.stdout)")
+        #expect((last?["fetched_bytes"] as? Int ?? 0) >= 40_000, "\(status.stdout)")
+    }
 }
 
 /// ByteSize.format's rendering, for expected plan lines: 1 decimal under 100, whole numbers above, binary units.
