@@ -16,7 +16,8 @@ public struct Sync: Sendable {
     public let cache: Cache
     public let options: SyncOptions
     public let logger: Logger
-    public let events: @Sendable (SyncEvent) -> Void
+    /// Settable inside the module: ``run()`` wraps it to count what a run that stops with an error did fetch.
+    public internal(set) var events: @Sendable (SyncEvent) -> Void
     /// The files `options.paths` selects.
     let selection: PathSelection
 
@@ -45,8 +46,8 @@ public struct Sync: Sendable {
         recordRun(PullRun(remote: remote, started: started, outcome: .running))
         // What a run that stops with an error (its report is lost) did fetch: counted from its events.
         let finished = FinishedFiles()
-        let counting = Sync(remote: remote, providerName: providerName, provider: provider, transport: transport, pacer: pacer,
-                            cache: cache, options: options, logger: logger) { [events] event in
+        var counting = self
+        counting.events = { [events] event in
             finished.note(event)
             events(event)
         }
@@ -147,13 +148,12 @@ public struct Sync: Sendable {
         report.budget?.limitedByDisk = finalPlan.budget < options.budget.maxSize
         // Said only when it matters: the disk, not cache.max_size, is what keeps part of the library out.
         if finalPlan.budget < options.budget.maxSize && finalPlan.libraryBytes > finalPlan.budget {
-            let floor = budget.freeFloor
-            let kept = floor > options.budget.minFree
-                ? "\(ByteSize.format(floor)) stays free for the cache's index (cache.min_free is \(ByteSize.format(options.budget.minFree)))"
-                : "cache.min_free (\(ByteSize.format(options.budget.minFree))) stays free"
+            let minFree = ByteSize.format(options.budget.minFree)
+            let kept = budget.freeFloor > options.budget.minFree
+                ? "\(ByteSize.format(budget.freeFloor)) stays free for the cache's index (cache.min_free is \(minFree)); free some space"
+                : "cache.min_free (\(minFree)) stays free; free some space or lower cache.min_free"
             events(.warning(remote: remote, message: "the disk of the cache is nearly full: the budget is \(ByteSize.format(finalPlan.budget)) "
-                + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that \(kept); free some space"
-                + (floor > options.budget.minFree ? "" : " or lower cache.min_free")))
+                + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that \(kept)"))
         }
         events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
         return report
