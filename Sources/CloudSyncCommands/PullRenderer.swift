@@ -166,7 +166,9 @@ final class PullRenderer: Sendable {
         guard !dryRun else { return }
         let failed = !report.failed.isEmpty || !report.unreadableFolders.isEmpty
         let elapsed = state.withLock { Date().timeIntervalSince($0.started) }
-        var line = "\(TerminalText.escape(report.remote)): \(report.listed) listed, \(report.new) new, \(report.changed) changed, \(report.deleted) deleted; "
+        var line = "\(TerminalText.escape(report.remote)): \(report.listed) listed, \(report.new) new, "
+        if report.resumed > 0 { line += "\(report.resumed) resumed, " }
+        line += "\(report.changed) changed, \(report.deleted) deleted; "
         line += "fetched \(counted(report.fetchedFiles, "file")) (\(ByteSize.format(report.fetchedBytes))) in \(String(format: "%.1f", elapsed)) s"
         line += report.failed.isEmpty ? "" : "; \(report.failed.count) failed"
         if !report.unreadableFolders.isEmpty {

@@ -181,7 +181,13 @@ public struct Sync: Sendable {
         let plan = survey.plan
         report.listed = survey.present.count
         for item in plan.fetch {
-            if item.changed { report.changed += 1 } else if item.missingBytes == item.file.size { report.new += 1 }
+            if item.changed {
+                report.changed += 1
+            } else if item.missingBytes == item.file.size {
+                report.new += 1
+            } else {
+                report.resumed += 1
+            }
         }
         report.deleted = plan.remove.count
         report.skipped = plan.upToDate

@@ -147,6 +147,9 @@ public struct SyncReport: Sendable, Codable {
     public var provider: String
     public var listed = 0
     public var new = 0
+    /// Files partly cached before this pull (an interrupted download, a head kept under the budget) that it
+    /// went on to fetch; neither new nor changed.
+    public var resumed = 0
     public var changed = 0
     public var deleted = 0
     public var fetchedFiles = 0
@@ -171,7 +174,7 @@ public struct SyncReport: Sendable, Codable {
     public var plan: DryRunPlan?
 
     enum CodingKeys: String, CodingKey {
-        case remote, provider, listed, new, changed, deleted, skipped, failed, fatal, budget, plan
+        case remote, provider, listed, new, resumed, changed, deleted, skipped, failed, fatal, budget, plan
         case fetchedFiles = "fetched_files"
         case fetchedBytes = "fetched_bytes"
         case headBytes = "head_bytes"

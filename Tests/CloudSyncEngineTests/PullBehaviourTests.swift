@@ -188,7 +188,7 @@ import Testing
         let remotes = try #require(object["remotes"] as? [[String: Any]])
         #expect(remotes.count == 1)
         let remote = remotes[0]
-        #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "changed", "deleted", "fetched_files",
+        #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "resumed", "changed", "deleted", "fetched_files",
                                      "fetched_bytes", "head_bytes", "heads_cached", "skipped", "failed", "unreadable_folders",
                                      "unmatched_paths", "budget"])
         #expect(remote["unmatched_paths"] as? [Any] != nil && (remote["unmatched_paths"] as? [Any])?.isEmpty == true)
@@ -246,6 +246,12 @@ import Testing
         let refetched = (try fixture.server.stats()["bytes"] ?? 0) - servedBefore
         #expect(cached > 0, "nothing was kept after Ctrl-C")
         #expect(refetched == total - cached, "the resumed pull fetched \(refetched) bytes, \(total - cached) were missing")
+        // The summary accounts for every file it fetched: the partly cached ones as resumed, not as nothing.
+        let counts = try #require(again.stderr.firstMatch(of: /(\d+) new, (?:(\d+) resumed, )?0 changed, 0 deleted; fetched (\d+) file/),
+                                  "summary: \(again.stderr)")
+        let resumed = Int(counts.2 ?? "0") ?? 0
+        #expect(resumed >= 1, "Ctrl-C came before the first file's last byte: \(again.stderr)")
+        #expect((Int(counts.1) ?? 0) + resumed == Int(counts.3), "summary: \(again.stderr)")
     }
 
     /// `status` after a pull that was interrupted counts what it did fetch (it said "fetched 0 tracks": the counts
