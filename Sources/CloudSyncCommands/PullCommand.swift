@@ -136,7 +136,9 @@ struct PullCommand {
         do {
             (reports, worst) = try await work.value
         } catch is CancellationError {
-            context.console.err("cloudsync: interrupted; downloaded bytes are saved and the next pull resumes them\n")
+            context.console.err(renderer.downloadedAny
+                ? "cloudsync: interrupted; downloaded bytes are saved and the next pull resumes them\n"
+                : "cloudsync: interrupted before any download\n")
             return interrupt.exitCode
         }
         if context.json {

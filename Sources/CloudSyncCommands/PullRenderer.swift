@@ -36,6 +36,8 @@ final class PullRenderer: Sendable {
         var finished = 0
         var totalBytes: Int64 = 0
         var doneBytes: Int64 = 0
+        /// Bytes arrived in this run, over every remote.
+        var downloadedAny = false
         var upToDate = 0
         var active: [String: Active] = [:]
         var started = Date()
@@ -98,6 +100,7 @@ final class PullRenderer: Sendable {
                 $0.active[path]?.done += bytes
                 $0.active[path]?.moving = true
                 $0.doneBytes += bytes
+                $0.downloadedAny = true
             }
             draw()
         case .fileFinished(let remote, let path, let result):
@@ -160,6 +163,9 @@ final class PullRenderer: Sendable {
         if s.libraryExceedsBudget && !after { line += "; pin what you want offline" }
         return line
     }
+
+    /// Whether any bytes arrived in this run (what an interruption has to say about them).
+    var downloadedAny: Bool { state.withLock(\.downloadedAny) }
 
     func summary(_ report: SyncReport) {
         clearLive()

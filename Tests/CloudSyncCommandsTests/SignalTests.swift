@@ -51,6 +51,8 @@ struct WaitingPull {
         try #require(!pull.process.isRunning, "pull --wait ignored signal \(signal)")
         #expect(pull.process.terminationReason == .exit)
         #expect(pull.process.terminationStatus == expected)
+        // Nothing was downloaded, so there is nothing saved to speak of.
+        #expect(try await pull.waitForLine(prefix: "cloudsync: interrupted") == "before any download")
     }
 }
 
