@@ -4,8 +4,8 @@
 set -euo pipefail
 packages=(libcurl4-openssl-dev libsqlite3-dev libssl-dev libxml2-dev pkg-config python3
           rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg mpd mpc
-          groff-base zsh fish)
-[ "${1:-}" = "--bench" ] && packages+=(hyperfine openssl)  # openssl: the cipher's speed in bench/encryption.sh
+          groff-base zsh fish openssl)  # openssl: the TLS tests' certificates, the cipher's speed in bench/encryption.sh
+[ "${1:-}" = "--bench" ] && packages+=(hyperfine)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

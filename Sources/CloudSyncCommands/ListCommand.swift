@@ -50,7 +50,7 @@ struct ListCommand {
             let factory = setup.providerFactory(config, transport: transport)
             let built = try factory.make(remote, retries: retries, unreachableRetries: retries ?? Self.unreachableRetries)
             let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                            transport: transport, pacer: built.pacer, cache: cache, options: SyncOptions(filters: filters),
+                            transport: built.transport, pacer: built.pacer, cache: cache, options: SyncOptions(filters: filters),
                             logger: context.logger, events: { _ in })
             do {
                 let listed = try await sync.refreshIndex()

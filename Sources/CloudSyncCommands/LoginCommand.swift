@@ -28,7 +28,9 @@ struct LoginCommand {
             login.configuredPassword = try remote.password ?? remote.passwordCommand.map { try runPasswordCommand($0, remote: remote.name) }
         }
         let store = TokenStore(stateDirectory: StateLocation.resolve(environment: context.environment))
-        let transport = try CurlTransport(logger: context.logger)
+        var transportOptions = CurlTransportOptions()
+        transportOptions.caFile = remote.caFile?.path
+        let transport = try CurlTransport(options: transportOptions, logger: context.logger)
         let flow = Login(remote: login, store: store, transport: transport, logger: context.logger)
         let outcome: LoginOutcome
         if let source = context.arguments.value("token-json") {

@@ -19,6 +19,9 @@ struct ProviderFactory {
         let config: RemoteConfig
         let provider: any Provider
         let pacer: Pacer
+        /// What the remote's requests go through (the engine's downloads too): the shared transport, trusting the
+        /// remote's `ca_file` when it has one.
+        let transport: any Transport
     }
 
     /// `unreachableRetries` bounds the retries of a host that cannot be reached at all (nil: like `retries`).
@@ -30,15 +33,25 @@ struct ProviderFactory {
         }
         let pacer = Pacer(policy: .init(retries: retries ?? settings.retries, unreachableRetries: unreachableRetries),
                           logger: logger)
+        let transport = try transport(for: remote)
         let descriptor = entry.descriptor
         let tokenURL = remote.tokenURL ?? descriptor.oauth?.tokenURL
         let build = ProviderBuild(
             remoteName: remote.name, root: remote.root, apiURL: remote.apiURL, contentURL: remote.contentURL, url: remote.url,
             tokenURL: tokenURL, options: remote.options, transport: transport, pacer: pacer, audio: audio, logger: logger,
-            tokens: { [self] in try tokenSource(remote, provider: descriptor, tokenURL: tokenURL) },
+            tokens: { [self] in try tokenSource(remote, provider: descriptor, tokenURL: tokenURL, transport: transport) },
             password: { [self] in try password(remote, provider: descriptor) },
             staticToken: { [self] in try staticToken(remote) })
-        return Remote(config: remote, provider: try entry.make(build), pacer: pacer)
+        return Remote(config: remote, provider: try entry.make(build), pacer: pacer, transport: transport)
+    }
+
+    /// The shared transport, or for a remote with `ca_file` the same one trusting it.
+    private func transport(for remote: RemoteConfig) throws -> any Transport {
+        guard let caFile = remote.caFile else { return transport }
+        guard let curl = transport as? CurlTransport else {
+            throw ProviderError(.configuration, "remote '\(remote.name)': ca_file needs the HTTP transport")
+        }
+        return curl.trusting(caFile: caFile.path)
     }
 
     /// User and password: the config's `password`, else what `password_command` prints, else (for remotes whose
@@ -58,7 +71,8 @@ struct ProviderFactory {
 
     /// The remote's tokens: those stored by `cloudsync login` (refreshed under a file lock shared by every
     /// process), else the config's refresh_token (seeding the store) or access_token.
-    private func tokenSource(_ remote: RemoteConfig, provider: ProviderDescriptor, tokenURL: URL?) throws -> any TokenSource {
+    private func tokenSource(_ remote: RemoteConfig, provider: ProviderDescriptor, tokenURL: URL?,
+                             transport: any Transport) throws -> any TokenSource {
         try AuthSetup.tokenSource(remoteName: remote.name, provider: provider, tokenURL: tokenURL,
                                   clientID: remote.clientID, clientSecret: remote.clientSecret,
                                   configAccessToken: remote.accessToken, configRefreshToken: remote.refreshToken,

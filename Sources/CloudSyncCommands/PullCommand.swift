@@ -101,7 +101,7 @@ struct PullCommand {
                     remoteOptions.filters = FilterOptions.filters(for: remote, commandLine: commandLineFilter)
                     remoteOptions.delete = settings.delete && !args.has("no-delete")
                     let sync = Sync(remote: remote.name, providerName: remote.provider.rawValue, provider: built.provider,
-                                    transport: transport, pacer: built.pacer, cache: cache, options: remoteOptions,
+                                    transport: built.transport, pacer: built.pacer, cache: cache, options: remoteOptions,
                                     logger: context.logger, events: renderer.handle)
                     report = try await sync.run()
                     worst = max(worst, report.exitCode)

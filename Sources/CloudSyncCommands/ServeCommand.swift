@@ -37,7 +37,7 @@ struct ServeCommand {
                 // A player waits on these fetches: a cloud that cannot be reached is not retried (serve marks it
                 // offline, answers 503 and probes in the background); other failures keep the usual retries.
                 let built = try factory.make(remote, retries: nil, unreachableRetries: 0)
-                sources[remote.name] = OnDemand(remote: remote.name, provider: built.provider, transport: transport,
+                sources[remote.name] = OnDemand(remote: remote.name, provider: built.provider, transport: built.transport,
                                                 pacer: built.pacer, cache: cache, logger: context.logger)
             } catch {
                 unavailable[remote.name] = String(describing: error)

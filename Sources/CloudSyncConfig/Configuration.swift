@@ -99,6 +99,9 @@ public struct RemoteConfig: Sendable, Hashable {
     public var password: String?
     /// WebDAV: a command whose standard output (first line) is the password.
     public var passwordCommand: String?
+    /// `ca_file`: a PEM file of CA certificates trusted for this remote's HTTPS besides the system's (a server
+    /// with a certificate of its own, such as a NAS at home), resolved like `cache.dir`; checked when read.
+    public var caFile: URL?
     /// The keys only this remote's provider accepts (`ProviderDescriptor.options`: WebDAV's `auth`, Drive's
     /// `acknowledge_abuse` and `listing`), validated; absent keys mean the declared defaults.
     public var options = ProviderOptions()

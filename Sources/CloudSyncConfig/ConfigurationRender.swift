@@ -47,7 +47,8 @@ extension Configuration {
                 ("token_url", remote.tokenURL?.absoluteString), ("auth_url", remote.authURL?.absoluteString),
                 ("device_url", remote.deviceURL?.absoluteString), ("client_id", remote.clientID),
                 ("client_secret", remote.clientSecret), ("access_token", remote.accessToken),
-                ("refresh_token", remote.refreshToken), ("url", remote.url?.absoluteString), ("user", remote.user),
+                ("refresh_token", remote.refreshToken), ("ca_file", remote.caFile?.path),
+                ("url", remote.url?.absoluteString), ("user", remote.user),
                 ("password", remote.password), ("password_command", remote.passwordCommand),
             ]
             for (key, value) in optional {

@@ -12,7 +12,7 @@ enum Schema {
     /// from the providers that declare them (`ProviderOption.Value.shared`), then the filter keys.
     static let remote = [
         "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url", "client_id",
-        "client_secret", "access_token", "refresh_token",
+        "client_secret", "access_token", "refresh_token", "ca_file",
     ]
     static let sharedRemote = ["url", "user", "password", "password_command"]
     static let remoteFilter = ["include", "exclude", "filter_from", "min_size", "max_size", "max_age", "min_age", "ignore_case"]
@@ -220,6 +220,7 @@ struct SchemaReader {
         config.user = try string("user", in: table, path: path)?.0
         config.password = try secret("password", in: table, path: path, unset: &config.unsetSecrets)
         config.passwordCommand = try secret("password_command", in: table, path: path, unset: &config.unsetSecrets)
+        config.caFile = try caFile(in: table, path: path)
         config.options = try options(of: descriptor, in: table, path: path)
         try readFilter(table, path: path, into: &config)
         for option in descriptor.options where table[option.key] == nil {
@@ -230,6 +231,26 @@ struct SchemaReader {
         // auth = "bearer"/"oauth" take their token from access_token or from `cloudsync login`; which one is
         // present is checked when the remote is used (exit 4 with a hint), not here.
         return config
+    }
+
+    /// `ca_file`: resolved like `cache.dir`, and read now, so a wrong path or a file that holds no certificate is
+    /// an error at its line rather than a TLS failure at the first request.
+    mutating func caFile(in table: TOMLTable, path: String) throws(ConfigError) -> URL? {
+        guard let (text, at) = try string("ca_file", in: table, path: path) else { return nil }
+        let url: URL
+        switch configuredPath(text, relativeTo: URL(fileURLWithPath: file).deletingLastPathComponent(), environment: environment) {
+        case .success(let resolved): url = resolved
+        case .failure(let problem): throw fail("ca_file \"\(text)\": \(problem.message)", at: at)
+        }
+        // A system bundle holds ~150 certificates in ~200 KiB; 16 MiB is far beyond any real one.
+        guard let handle = FileHandle(forReadingAtPath: url.path), let data = try? handle.read(upToCount: 16 << 20) else {
+            throw fail("ca_file: cannot read \(url.path); give the PEM file of the CA certificate that signed the server's", at: at)
+        }
+        guard data.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil else {
+            throw fail("ca_file: \(url.path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); convert a DER file with "
+                + "'openssl x509 -inform der -in FILE -out FILE.pem'", at: at)
+        }
+        return url
     }
 
     /// The values of the provider's own keys (`.boolean`, `.choice`), each checked as the descriptor declares.

@@ -27,7 +27,8 @@ public struct CurlTransportOptions: Sendable {
     public var bandwidth: BandwidthLimiter?
     /// `cloudsync/VERSION libcurl/VERSION`: the version `cloudsync --version` prints.
     public var userAgent: String = "cloudsync/\(CloudSyncVersion.string) libcurl/\(CurlTransport.libcurlVersion)"
-    /// A PEM bundle of trusted CAs instead of the system's (`CURLOPT_CAINFO`), e.g. for tests.
+    /// A PEM file of CA certificates trusted besides the system's (`CURLOPT_CAINFO`; the system's folder,
+    /// `CURLOPT_CAPATH`, stays): a remote's `ca_file`.
     public var caFile: String?
 
     public init() {}
@@ -52,15 +53,39 @@ public final class CurlTransport: Transport {
     public let options: CurlTransportOptions
     private let logger: Logger
     private let loop: CurlLoop
-    private let pool = EasyHandlePool()
+    private let pool: EasyHandlePool
+    /// The transport whose network thread and handles this one shares (``trusting(caFile:)``); it owns the
+    /// thread, so it is kept alive as long as this one.
+    private let base: CurlTransport?
 
     public init(options: CurlTransportOptions = CurlTransportOptions(), logger: Logger = .silent) throws {
         self.options = options
         self.logger = logger
         loop = try CurlLoop(limiter: options.bandwidth)
+        pool = EasyHandlePool()
+        base = nil
     }
 
-    deinit { loop.shutdown() }
+    private init(sharing base: CurlTransport, options: CurlTransportOptions) {
+        self.options = options
+        logger = base.logger
+        loop = base.loop
+        pool = base.pool
+        self.base = base
+    }
+
+    deinit {
+        if base == nil { loop.shutdown() }
+    }
+
+    /// This transport for a remote whose server's certificate is signed by a CA of `caFile` (PEM), trusted besides
+    /// the system's: the same network thread, bandwidth limit and handles. libcurl reuses a connection only for
+    /// transfers with the same CA settings, so no other remote's requests ride on it.
+    public func trusting(caFile: String) -> CurlTransport {
+        var options = self.options
+        options.caFile = caFile
+        return CurlTransport(sharing: base ?? self, options: options)
+    }
 
     public func send(_ request: HTTPRequest, into sink: any ResponseBodySink) async throws -> HTTPResponse {
         let limit = options.maxResponseBody, errorLimit = options.maxErrorBody

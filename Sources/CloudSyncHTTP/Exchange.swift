@@ -481,8 +481,11 @@ final class Exchange: @unchecked Sendable {
         switch code {
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
             return ProviderError(.configuration, "cannot use the URL for \(host): \(detail); check the remote's URL settings", cause: cause)
-        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-             CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return ProviderError(.configuration, "TLS with \(host) failed: \(detail); check the URL, the system CA certificates (ca-certificates) "
+                + "and the clock; a server with a certificate of its own (a NAS at home) is trusted with its CA certificate as the remote's ca_file",
+                cause: cause)
+        case CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
             return ProviderError(.configuration, "TLS with \(host) failed: \(detail); check the URL, the system CA certificates (ca-certificates) and the clock", cause: cause)
         case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_RANGE_ERROR:
             return ProviderError(.invalidResponse, "\(host) sent a malformed HTTP answer: \(detail); retry later or check the remote's URL", cause: cause)

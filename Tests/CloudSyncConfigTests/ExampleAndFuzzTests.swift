@@ -47,7 +47,7 @@ struct ExampleConfigurationTests {
         let keys = ["dir", "max_size", "min_free", "max_age", "checkpoint", "head_seconds", "jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first", "api_timeout",
                     "extensions", "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url",
                     "client_id", "client_secret", "access_token", "refresh_token", "url", "user", "password",
-                    "password_command", "auth", "acknowledge_abuse", "include", "exclude", "filter_from", "ignore_case",
+                    "password_command", "ca_file", "auth", "acknowledge_abuse", "include", "exclude", "filter_from", "ignore_case",
                     "min_size", "min_age", "delete"]
         for key in keys {
             #expect(text.contains("\(key) = "), "config.example.toml does not mention \(key)")

@@ -33,6 +33,7 @@ import hashlib
 import json
 import re
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -326,11 +327,18 @@ def main():
     p.add_argument("--drip")
     p.add_argument("--endless", type=int, default=0)
     p.add_argument("--lie-size", action="append", default=[])
+    # HTTPS with this certificate chain (PEM) and key, as a NAS with a certificate of its own serves.
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
     args = p.parse_args()
     if not args.prefix.endswith("/"):
         args.prefix += "/"
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.state = State(args)
     server.state.port = server.server_address[1]
     print(server.state.port, flush=True)
