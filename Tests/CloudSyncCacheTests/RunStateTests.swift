@@ -54,6 +54,24 @@ import TestSupport
         try await cache.pullLock(remote: "nas", wait: false).release()
     }
 
+    /// With more locks in the kernel's table than fit its first 4 KiB (a desktop's programs, a pull's entry locks),
+    /// the holder is still found: the table is read to its end.
+    @Test func pullLockHolderIsSeenBehindHundredsOfOtherLocks() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        var others: [Int32] = []
+        defer { for fd in others { close(fd) } }
+        for i in 0 ..< 300 {
+            let fd = open(dir.url.appendingPathComponent("other-\(i)").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            try #require(fd >= 0 && flock(fd, LOCK_EX) == 0)
+            others.append(fd)
+        }
+        let cache = try Cache.open(root: dir.url.appendingPathComponent("cache"))
+        let lock = try await cache.pullLock(remote: "nas", wait: false)
+        #expect(cache.pullLockHolder(remote: "nas")?.pid == getpid())
+        lock.release()
+    }
+
     @Test func serveAnnouncementIsListedUntilWithdrawn() throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
