@@ -89,10 +89,11 @@ public final class Cache: Sendable {
             }
             try IndexSchema.migrate(db)
             try CacheEncryption.check(db, encryption: encryption, root: rootPath, checkingMode: checkingMode)
+            let nameRules = try Self.nameRules(db, partialFD: opened[2], logger: logger)
             // Only an optimisation: without it every read goes through `db`.
             let reader = exclusive ? nil : try? Database(path: rootPath + "/index.sqlite", reader: true)
             return Cache(root: URL(fileURLWithPath: rootPath, isDirectory: true), limits: limits, logger: logger,
-                         io: io, fs: fs, fds: opened, db: db, reader: reader, encryption: encryption)
+                         io: io, fs: fs, fds: opened, db: db, reader: reader, encryption: encryption, nameRules: nameRules)
         } catch {
             for fd in opened { Glibc.close(fd) }
             throw error
@@ -121,8 +122,54 @@ public final class Cache: Sendable {
         return fd
     }
 
+    /// Which names the cache's file system takes, found when the cache opens (``nameRules(_:partialFD:logger:)``).
+    public let nameRules: LocalPath.NameRules
+
+    /// The rules for names under `tracks/`: `portable` once the index says so (kept: the names given stay valid),
+    /// else `portable` when the file system refuses a name with `"*:<>?|` that it takes without them — FAT,
+    /// exFAT, NTFS on a USB stick or SD card, whose drivers answer EINVAL, ENOENT or EPERM for such a name, so
+    /// before this every track named `AC/DC: Live?` failed its rename and stopped the pull. Found by creating two
+    /// files in `partial/` (no player watches it); recorded in the index, whose entries are then given portable
+    /// names (``IndexSchema/relocateUnportable(_:)``).
+    static func nameRules(_ db: Database, partialFD: Int32, logger: Logger) throws(CacheError) -> LocalPath.NameRules {
+        let stored = try db.first("SELECT value FROM settings WHERE name = 'file_names'") { $0.text(0) }
+        if stored == LocalPath.NameRules.portable.rawValue { return .portable }
+        guard refusesPortableNames(in: partialFD) else { return .posix }
+        do {
+            let moved = try db.withTransaction { () throws(CacheError) -> Int in
+                try db.run("INSERT OR REPLACE INTO settings(name, value) VALUES ('file_names', 'portable')")
+                return try IndexSchema.relocateUnportable(db)
+            }
+            logger.info("the cache's file system takes no \" * : < > ? | in names, nor a trailing dot or space (FAT, exFAT, "
+                + "NTFS): tracks get look-alike characters instead (：？＂); \(moved) renamed in the index")
+        } catch {
+            // A full disk: this run still names new entries portably; the index learns it on a later open.
+            logger.warning("the cache's file system refuses some characters in names, and the index could not record it: \(error)")
+        }
+        return .portable
+    }
+
+    /// Whether the folder's file system refuses a name with `"*:<>?|` while it takes a plain one.
+    static func refusesPortableNames(in folderFD: Int32) -> Bool {
+        func creates(_ name: String) -> Bool {
+            for _ in 0 ..< 2 {
+                let fd = openat(folderFD, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                if fd >= 0 {
+                    Glibc.close(fd)
+                    unlinkat(folderFD, name, 0)
+                    return true
+                }
+                guard errno == EEXIST else { return false }
+                unlinkat(folderFD, name, 0)  // left by a process killed between the two calls
+            }
+            return false
+        }
+        return !creates(".name-probe \"*:<>?|") && creates(".name-probe")
+    }
+
     private init(root: URL, limits: CacheLimits, logger: Logger, io: FileIO, fs: SafeFS, fds: [Int32], db: sending Database,
-                 reader: sending Database?, encryption: CacheEncryption) {
+                 reader: sending Database?, encryption: CacheEncryption, nameRules: LocalPath.NameRules) {
+        self.nameRules = nameRules
         self.root = root
         rootPath = root.path
         self.encryption = encryption
@@ -168,7 +215,7 @@ public final class Cache: Sendable {
                 var outcomes: [ListedFileStatus] = []
                 outcomes.reserveCapacity(files.underestimatedCount)
                 for file in files {
-                    let (outcome, stale) = try IndexSchema.upsert(db, remote: remote, file: file)
+                    let (outcome, stale) = try IndexSchema.upsert(db, remote: remote, file: file, rules: nameRules)
                     outcomes.append(outcome)
                     if let stale { stalePartials.append(stale) }
                 }

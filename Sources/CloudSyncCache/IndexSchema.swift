@@ -150,7 +150,8 @@ enum IndexSchema {
 
     /// Inserts or updates one file; returns how it related to the index before and, on a fingerprint change,
     /// the stale partial's name.
-    static func upsert(_ db: Database, remote: String, file: RemoteFile) throws(CacheError) -> (ListedFileStatus, String?) {
+    static func upsert(_ db: Database, remote: String, file: RemoteFile,
+                       rules: LocalPath.NameRules = .posix) throws(CacheError) -> (ListedFileStatus, String?) {
         let existing = try row(db, remote: remote, file: file)
         // A listing that changed nothing runs no statement: SQLite would leave the unchanged row's page alone
         // anyway, but preparing, binding and running an UPDATE per listed file is CPU spent for nothing.
@@ -177,16 +178,7 @@ enum IndexSchema {
                                  .int(existing.id)])
             return (existing.status, Cache.partialName(id: existing.id, generation: existing.generation))
         }
-        let plain = LocalPath.safeComponent(remote) + "/" + LocalPath.safeRelativePath(for: file.path)
-        var local = plain
-        var key = LocalPath.collisionKey(local)
-        var attempt = 0
-        while try db.first("SELECT 1 FROM files WHERE path_key = ?", [.text(key)], { _ in true }) != nil {
-            attempt += 1
-            let salt = remote + "\u{0}" + file.path + (attempt > 1 ? "\u{0}\(attempt)" : "")
-            local = LocalPath.disambiguated(plain, salt: salt)
-            key = LocalPath.collisionKey(local)
-        }
+        let (local, key) = try localPath(db, remote: remote, path: file.path, rules: rules)
         try db.run("""
             INSERT INTO files(provider_id, modified, hashes, mime, download_hint, remote, path, local_path, path_key,
                               size, modified_s, revision, last_access, added)
@@ -195,6 +187,39 @@ enum IndexSchema {
                              .int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),
                              .real(Date().timeIntervalSince1970)])
         return (.new, nil)
+    }
+}
+
+extension IndexSchema {
+    /// The local path (under `tracks/`) and its collision key for a new entry: ``LocalPath``'s safe name under
+    /// `rules`, disambiguated while another entry holds its key.
+    static func localPath(_ db: Database, remote: String, path: String,
+                          rules: LocalPath.NameRules) throws(CacheError) -> (local: String, key: String) {
+        let plain = LocalPath.safeComponent(remote, rules: rules) + "/" + LocalPath.safeRelativePath(for: path, rules: rules)
+        var local = plain
+        var key = LocalPath.collisionKey(local)
+        var attempt = 0
+        while try db.first("SELECT 1 FROM files WHERE path_key = ?", [.text(key)], { _ in true }) != nil {
+            attempt += 1
+            let salt = remote + "\u{0}" + path + (attempt > 1 ? "\u{0}\(attempt)" : "")
+            local = LocalPath.disambiguated(plain, salt: salt)
+            key = LocalPath.collisionKey(local)
+        }
+        return (local, key)
+    }
+
+    /// Gives every entry whose local path the portable file systems refuse a portable one (the cache was found on
+    /// FAT, exFAT or NTFS). Their tracks cannot be on such a disk under the old names: a complete one is found
+    /// missing by the next pull's check and fetched again. Returns how many entries moved.
+    static func relocateUnportable(_ db: Database) throws(CacheError) -> Int {
+        let rows = try db.query("SELECT id, remote, path, local_path FROM files") { row in
+            (id: row.int(0), remote: row.text(1), path: row.text(2), local: row.text(3))
+        }.filter { !LocalPath.isPortable($0.local) }
+        for row in rows {
+            let (local, key) = try localPath(db, remote: row.remote, path: row.path, rules: .portable)
+            try db.run("UPDATE files SET local_path = ?, path_key = ? WHERE id = ?", [.text(local), .text(key), .int(row.id)])
+        }
+        return rows.count
     }
 }
 

@@ -8,6 +8,52 @@ public enum LocalPath {
     /// The longest component most Linux file systems accept, in bytes.
     public static let maxComponentBytes = 255
 
+    /// Which names the cache's file system takes. `posix`: any byte but `/` and NUL (ext4, XFS, Btrfs, tmpfs).
+    /// `portable`: also none of `"*:<>?|` and no component ending in `.` or a space — FAT, exFAT, NTFS with
+    /// Windows names, SMB shares, which refuse the characters (EINVAL, ENOENT or EPERM, as the driver likes) and
+    /// drop the trailing ones; a cache on a USB stick or SD card. Such characters become their full-width
+    /// look-alikes (`：`, `？`, `＂`, …; a trailing `.` `．`, a trailing space `␠`), as rclone encodes them.
+    public enum NameRules: String, Sendable {
+        case posix, portable
+    }
+
+    /// One of `"*:<>?|` (ASCII, so never part of a multi-byte character).
+    static func portableRefuses(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "*"), UInt8(ascii: ":"), UInt8(ascii: "<"), UInt8(ascii: ">"),
+             UInt8(ascii: "?"), UInt8(ascii: "|"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// True when the file systems of ``NameRules/portable`` take `path` (a local path as the index holds it): none
+    /// of `"*:<>?|`, no component ending in `.` or a space.
+    public static func isPortable(_ path: String) -> Bool {
+        var previous: UInt8 = 0
+        for byte in path.utf8 {
+            if portableRefuses(byte) { return false }
+            if byte == UInt8(ascii: "/") && (previous == UInt8(ascii: ".") || previous == UInt8(ascii: " ")) { return false }
+            previous = byte
+        }
+        return previous != UInt8(ascii: ".") && previous != UInt8(ascii: " ")
+    }
+
+    /// The full-width look-alike of a character FAT, exFAT and NTFS refuse in names, or nil.
+    static func portableReplacement(_ scalar: Unicode.Scalar) -> Unicode.Scalar? {
+        switch scalar {
+        case "\"": "\u{FF02}"
+        case "*": "\u{FF0A}"
+        case ":": "\u{FF1A}"
+        case "<": "\u{FF1C}"
+        case ">": "\u{FF1E}"
+        case "?": "\u{FF1F}"
+        case "|": "\u{FF5C}"
+        default: nil
+        }
+    }
+
     /// A relative, `/`-separated path that is safe to create under a directory: no component is empty,
     /// `.` or `..`; none contains `/`, NUL, a backslash or a control character; none is longer than
     /// ``maxComponentBytes`` bytes of UTF-8. Pure and stable: the same input always gives the same output.
@@ -18,19 +64,20 @@ public enum LocalPath {
     /// - NUL, C0/C1 control characters, DEL and `\` become `_`;
     /// - a component over 255 bytes is cut on a character boundary and gets `~` + an 8-hex-digit hash of
     ///   the original component before its extension (`<prefix>~1a2b3c4d.flac`).
+    /// - with `.portable` rules, also `"*:<>?|` and a component's trailing `.` or space (see ``NameRules``).
     /// A path with no component left becomes `_`. Two different inputs may map to the same output
     /// (`a/./b` and `a/b`); the index detects such collisions with ``collisionKey(_:)`` and gives the later
     /// one a ``disambiguated(_:salt:)`` name.
-    public static func safeRelativePath(for remotePath: String) -> String {
-        if isSafeAsItIs(remotePath) { return remotePath }
-        return rewrittenRelativePath(for: remotePath)
+    public static func safeRelativePath(for remotePath: String, rules: NameRules = .posix) -> String {
+        if isSafeAsItIs(remotePath, rules: rules) { return remotePath }
+        return rewrittenRelativePath(for: remotePath, rules: rules)
     }
 
-    /// What ``safeRelativePath(for:)`` makes of a path that ``isSafeAsItIs(_:)`` cannot pass: components split and
-    /// rewritten one by one.
-    static func rewrittenRelativePath(for remotePath: String) -> String {
+    /// What ``safeRelativePath(for:rules:)`` makes of a path that ``isSafeAsItIs(_:rules:)`` cannot pass: components
+    /// split and rewritten one by one.
+    static func rewrittenRelativePath(for remotePath: String, rules: NameRules = .posix) -> String {
         let parts = remotePath.split(separator: "/", omittingEmptySubsequences: true).compactMap { part -> String? in
-            part == "." ? nil : safeComponent(String(part))
+            part == "." ? nil : safeComponent(String(part), rules: rules)
         }
         return parts.isEmpty ? "_" : parts.joined(separator: "/")
     }
@@ -42,14 +89,17 @@ public enum LocalPath {
     /// `Character`s, and a `/` followed by a combining mark (or after a prepended mark) is no separator there.
     /// The listing calls this for every file: splitting each path into `String`s was most of the index's
     /// Swift-side CPU for a listing of 2,000 files.
-    static func isSafeAsItIs(_ path: String) -> Bool {
+    static func isSafeAsItIs(_ path: String, rules: NameRules = .posix) -> Bool {
+        let portable = rules == .portable
         var length = 0  // bytes of the current component
         var dots = 0  // leading dots of the current component (a component of only dots, 1 or 2, is not safe)
         var previous: UInt8 = 0
         for byte in path.utf8 {
+            if portable && portableRefuses(byte) { return false }
             switch byte {
             case UInt8(ascii: "/"):
                 if length == 0 || dots == length && dots <= 2 || previous >= 0x80 { return false }
+                if portable && (previous == UInt8(ascii: ".") || previous == UInt8(ascii: " ")) { return false }
                 length = 0
                 dots = 0
             case 0 ..< 0x20, 0x7F, UInt8(ascii: "\\"):
@@ -64,23 +114,30 @@ public enum LocalPath {
             }
             previous = byte
         }
+        if portable && (previous == UInt8(ascii: ".") || previous == UInt8(ascii: " ")) { return false }
         return length > 0 && !(dots == length && dots <= 2)
     }
 
     /// One safe path component (see ``safeRelativePath(for:)``); a `/` inside becomes `_`.
     /// Used for remote names, the first component under `tracks/`.
-    public static func safeComponent(_ name: String) -> String {
+    public static func safeComponent(_ name: String, rules: NameRules = .posix) -> String {
         if name.isEmpty || name == "." { return "_" }
         if name == ".." { return "__" }
+        let portable = rules == .portable
         let needsWork = name.utf8.count > maxComponentBytes || name.unicodeScalars.contains { scalar in
             scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F) || scalar == "/" || scalar == "\\"
-        }
+                || portable && portableReplacement(scalar) != nil
+        } || portable && (name.hasSuffix(".") || name.hasSuffix(" "))
         if !needsWork { return name }
         var out = String.UnicodeScalarView()
         for scalar in name.unicodeScalars {
             let v = scalar.value
             let unsafe = v < 0x20 || (v >= 0x7F && v <= 0x9F) || scalar == "/" || scalar == "\\"
-            out.append(unsafe ? "_" : scalar)
+            out.append(unsafe ? "_" : portable ? portableReplacement(scalar) ?? scalar : scalar)
+        }
+        if portable, let last = out.last, last == "." || last == " " {
+            out.removeLast()
+            out.append(last == "." ? "\u{FF0E}" : "\u{2420}")
         }
         let cleaned = String(out)
         guard cleaned.utf8.count > maxComponentBytes else { return cleaned }

@@ -72,22 +72,57 @@ import TestSupport
         #expect(LocalPath.safeRelativePath(for: input) == LocalPath.rewrittenRelativePath(for: input))
     }
 
+    /// Names FAT, exFAT and NTFS refuse become full-width look-alikes with `.portable` rules; `.posix` keeps them.
+    static let portable: [(String, String)] = [
+        ("Loose/It's \"Quoted\".wav", "Loose/It's \u{FF02}Quoted\u{FF02}.wav"),
+        ("a:b/what?.mp3", "a\u{FF1A}b/what\u{FF1F}.mp3"),
+        ("<x>|*.flac", "\u{FF1C}x\u{FF1E}\u{FF5C}\u{FF0A}.flac"),
+        ("Vol. 1./song.mp3", "Vol. 1\u{FF0E}/song.mp3"),
+        ("Album /song.mp3", "Album\u{2420}/song.mp3"),
+        ("trailing dot..wav", "trailing dot..wav"),
+        ("Björk/Jóga.mp3", "Björk/Jóga.mp3"),
+        ("a/.../b", "a/..\u{FF0E}/b"),
+        ("back\\slash:x", "back_slash\u{FF1A}x"),
+    ]
+
+    @Test(arguments: portable) func portableRulesReplaceWhatFATRefuses(_ input: String, _ expected: String) {
+        #expect(LocalPath.safeRelativePath(for: input, rules: .portable) == expected)
+        #expect(LocalPath.isSafeAsItIs(input, rules: .portable) == (input == expected))
+        if !input.contains("\\") && !input.contains("...") {
+            #expect(LocalPath.safeRelativePath(for: input, rules: .posix) == input, "posix keeps it")
+        }
+    }
+
+    /// A long name of refused characters grows threefold in UTF-8 and is still cut to 255 bytes.
+    @Test func portableNamesStayWithinTheComponentLimit() {
+        let name = String(repeating: "?", count: 200) + ".mp3"
+        let safe = LocalPath.safeComponent(name, rules: .portable)
+        #expect(safe.utf8.count <= 255 && safe.hasSuffix(".mp3") && !safe.contains("?"))
+    }
+
     /// Seeded property: for random paths over an alphabet of separators, dots, controls, C1 characters,
     /// combining and prepended marks and long runs, the fast path never changes the answer.
     @Test func theFastPathNeverChangesTheAnswer() {
-        let alphabet: [String] = ["a", "B", "z", " ", "-", ".", ".", "/", "/", "/", "\\", "\u{0}", "\u{1F}", "\u{7F}",
+        let alphabet: [String] = ["a", "B", "z", " ", "-", ".", ".", "/", "/", "/", "\\", ":", "?", "\"", "|", "\u{0}", "\u{1F}", "\u{7F}",
                                   "\u{80}", "\u{9F}", "\u{A0}", "\u{E9}", "\u{65E5}", "\u{301}", "\u{600}", "\u{200D}",
                                   "\r\n", String(repeating: "x", count: 120)]
         var random = SeededRandom(seed: 0x10CA_1BA7)
         var fast = 0
-        for _ in 0 ..< 20_000 {
+        for iteration in 0 ..< 20_000 {
             let path = (0 ..< Int.random(in: 0 ... 12, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
-            let rewritten = LocalPath.rewrittenRelativePath(for: path)
-            if LocalPath.isSafeAsItIs(path) {
+            let rules: LocalPath.NameRules = iteration % 2 == 0 ? .posix : .portable
+            let rewritten = LocalPath.rewrittenRelativePath(for: path, rules: rules)
+            if LocalPath.isSafeAsItIs(path, rules: rules) {
                 fast += 1
-                #expect(rewritten == path, "\(Array(path.unicodeScalars))")
+                #expect(rewritten == path, "\(rules): \(Array(path.unicodeScalars))")
             }
-            #expect(LocalPath.safeRelativePath(for: path) == rewritten)
+            #expect(LocalPath.safeRelativePath(for: path, rules: rules) == rewritten)
+            if rules == .portable {
+                // Nothing FAT refuses is left: no reserved character, no component ending in a dot or a space.
+                #expect(!rewritten.utf8.contains(where: LocalPath.portableRefuses), "\(Array(path.unicodeScalars))")
+                #expect(!rewritten.split(separator: "/").contains { $0.hasSuffix(".") || $0.hasSuffix(" ") },
+                        "\(Array(path.unicodeScalars)) → \(Array(rewritten.unicodeScalars))")
+            }
             // ASCII keys fold by bytes; the result is what lowercasing gives.
             if path.utf8.allSatisfy({ $0 < 0x80 }) { #expect(LocalPath.collisionKey(path) == path.lowercased()) }
         }
