@@ -159,23 +159,10 @@ public final class ServeAnnouncement: @unchecked Sendable {
 /// Reads Linux's `/proc/locks` (proc(5)): `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`, where the device is
 /// `major:minor` in hex and the inode in decimal. Blocked waiters (`->` lines) are not holders.
 public enum KernelLockTable {
-    /// `/proc/locks` whole, read until its end. (Foundation's `String(contentsOfFile:)` stops after the first 4 KiB
-    /// of a file whose size says 0, as every /proc file's does: about 75 locks, fewer than a desktop holds, and
-    /// a running pull beyond them was reported "killed".)
+    /// `/proc/locks` whole (``WholeFile``: Foundation stopped after its first 4 KiB, about 75 locks, fewer than a
+    /// desktop holds, and a running pull beyond them was reported "killed").
     public static func read(path: String = "/proc/locks") -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { return nil }
-            if n == 0 { break }
-            bytes += chunk[..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        (try? WholeFile.read(path, limit: 64 << 20)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     public static func holder(in table: String, device: UInt64, inode: UInt64) -> Int32? {

@@ -35,8 +35,11 @@ enum FilterOptions {
         }
         var lines: [(source: String, line: Int, text: String)] = []
         for path in args.values["filter-from"] ?? [] {
-            guard let data = FileManager.default.contents(atPath: path), data.count <= 1 << 20 else {
-                throw UsageError(message: "cloudsync: --filter-from \(path) cannot be read (a file of '+ GLOB' / '- GLOB' lines, at most 1MiB)", hint: hint)
+            let data: Data
+            do {
+                data = try WholeFile.read(path, limit: 1 << 20)
+            } catch {
+                throw UsageError(message: "cloudsync: --filter-from \(path) cannot be read: \(error.reason) (a file of '+ GLOB' / '- GLOB' lines, at most 1MiB)", hint: hint)
             }
             for (index, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 lines.append((path, index + 1, String(line.hasSuffix("\r") ? line.dropLast() : line)))

@@ -47,10 +47,11 @@ struct LoginCommand {
         if source == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
-            guard let read = FileManager.default.contents(atPath: source) else {
-                throw AuthError(.configuration, "cannot read the token file \(source); check the path")
+            do {
+                data = try WholeFile.read(source, limit: 1 << 20)
+            } catch {
+                throw AuthError(.configuration, "cannot read the token file \(source): \(error.reason); check the path")
             }
-            data = read
         }
         return String(decoding: data, as: UTF8.self)
     }

@@ -79,8 +79,11 @@ struct ServeCommand {
         }
         if value.hasPrefix("file:") {
             let path = String(value.dropFirst(5))
-            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-                throw UsageError(message: "cloudsync: --token file \(path) cannot be read", hint: hint)
+            let text: String
+            do {
+                text = String(decoding: try WholeFile.read(path, limit: 1 << 20), as: UTF8.self)
+            } catch {
+                throw UsageError(message: "cloudsync: --token file \(path) cannot be read: \(error.reason)", hint: hint)
             }
             let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             guard !line.isEmpty else { throw UsageError(message: "cloudsync: --token file \(path) is empty", hint: hint) }

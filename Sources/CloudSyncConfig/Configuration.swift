@@ -224,13 +224,14 @@ public struct Configuration: Sendable {
         }
         let data: Data
         do {
-            data = try Data(contentsOf: path)
+            data = try WholeFile.read(path.path, limit: 16 << 20)
         } catch {
-            if !FileManager.default.fileExists(atPath: path.path) {
+            if error.errno == ENOENT {
                 throw ConfigError(file: path.path, message: "no configuration file here; copy config.example.toml "
                     + "to \(path.path) and add a [remote.NAME] section (or pass --config FILE, or set CLOUDSYNC_CONFIG)")
             }
-            throw ConfigError(file: path.path, message: "cannot read the configuration file (\(error.localizedDescription)); check its permissions")
+            throw ConfigError(file: path.path, message: "cannot read the configuration file (\(error.reason))"
+                + (error.errno == EACCES ? "; check its permissions" : ""))
         }
         let table = try TOMLParser.parse(bytes: [UInt8](data), file: path.path)
         return try Configuration(table: table, file: path.path, environment: environment, providers: providers)

@@ -243,8 +243,11 @@ struct SchemaReader {
         case .failure(let problem): throw fail("ca_file \"\(text)\": \(problem.message)", at: at)
         }
         // A system bundle holds ~150 certificates in ~200 KiB; 16 MiB is far beyond any real one.
-        guard let handle = FileHandle(forReadingAtPath: url.path), let data = try? handle.read(upToCount: 16 << 20) else {
-            throw fail("ca_file: cannot read \(url.path); give the PEM file of the CA certificate that signed the server's", at: at)
+        let data: Data
+        do {
+            data = try WholeFile.read(url.path, limit: 16 << 20)
+        } catch {
+            throw fail("ca_file: cannot read \(url.path): \(error.reason); give the PEM file of the CA certificate that signed the server's", at: at)
         }
         guard data.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil else {
             throw fail("ca_file: \(url.path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); convert a DER file with "
@@ -314,8 +317,11 @@ struct SchemaReader {
             case .success(let resolved): url = resolved
             case .failure(let problem): throw fail("filter_from \"\(text)\": \(problem.message)", at: at)
             }
-            guard let data = FileManager.default.contents(atPath: url.path), data.count <= 1 << 20 else {
-                throw fail("filter_from: cannot read \(url.path) (a file of '+ PATTERN' / '- PATTERN' lines, at most 1MiB)", at: at)
+            let data: Data
+            do {
+                data = try WholeFile.read(url.path, limit: 1 << 20)
+            } catch {
+                throw fail("filter_from: cannot read \(url.path): \(error.reason) (a file of '+ PATTERN' / '- PATTERN' lines, at most 1MiB)", at: at)
             }
             let contents = String(decoding: data, as: UTF8.self)
             for (index, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {

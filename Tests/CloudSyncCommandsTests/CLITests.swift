@@ -53,6 +53,17 @@ struct CLI {
 }
 
 @Suite struct CLITests {
+    /// A configuration from a pipe: `--config <(pass show cloudsync)` or `--config /dev/stdin` (Foundation's reader
+    /// returned nothing for a pipe: "You don't have permission").
+    @Test func aConfigurationCanComeFromAPipe() throws {
+        let remotes = (0 ..< 300).map { "[remote.r\($0)]\nprovider = \"webdav\"\nurl = \"https://nas.invalid/dav/\"\n" }.joined()
+        let text = "[cache]\ndir = \"\(NSTemporaryDirectory())cloudsync-pipe-cache\"\n" + remotes
+        #expect(text.utf8.count > 16_384)
+        let r = try CLI.run(["--config", "/dev/stdin", "config", "show"], stdin: text)
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stdout.components(separatedBy: "[remote.").count - 1 == 300, "\(r.stdout.suffix(300))")
+    }
+
     @Test func versionAndHelp() throws {
         let v = try CLI.run(["--version"])
         #expect(v.status == 0 && v.stdout.hasPrefix("cloudsync "))
