@@ -134,7 +134,14 @@ public final class Cache: Sendable {
     static func nameRules(_ db: Database, partialFD: Int32, logger: Logger) throws(CacheError) -> LocalPath.NameRules {
         let stored = try db.first("SELECT value FROM settings WHERE name = 'file_names'") { $0.text(0) }
         if stored == LocalPath.NameRules.portable.rawValue { return .portable }
-        guard refusesPortableNames(in: partialFD) else { return .posix }
+        // A file system found to take every name is not asked again (no write to the disk at each open, no event for
+        // whoever watches the folder) until the cache is on another one.
+        let disk = fileSystemIdentity(partialFD)
+        if let disk, stored == "posix " + disk { return .posix }
+        guard refusesPortableNames(in: partialFD) else {
+            if let disk { _ = try? db.run("INSERT OR REPLACE INTO settings(name, value) VALUES ('file_names', ?)", [.text("posix " + disk)]) }
+            return .posix
+        }
         do {
             let moved = try db.withTransaction { () throws(CacheError) -> Int in
                 try db.run("INSERT OR REPLACE INTO settings(name, value) VALUES ('file_names', 'portable')")
@@ -147,6 +154,14 @@ public final class Cache: Sendable {
             logger.warning("the cache's file system refuses some characters in names, and the index could not record it: \(error)")
         }
         return .portable
+    }
+
+    /// The file system `fd` is on: its device and id (`fstat`, `fstatvfs`), or nil when it gives no id to tell it by.
+    static func fileSystemIdentity(_ fd: Int32) -> String? {
+        var info = statvfs()
+        var st = stat()
+        guard fstatvfs(fd, &info) == 0, fstat(fd, &st) == 0, info.f_fsid != 0 else { return nil }
+        return String(UInt64(st.st_dev), radix: 16) + ":" + String(UInt64(info.f_fsid), radix: 16)
     }
 
     /// Whether the folder's file system refuses a name with `"*:<>?|` while it takes a plain one.
