@@ -131,6 +131,22 @@ import TestSupport
         #expect(FileManager.default.fileExists(atPath: real.url.appendingPathComponent("index.sqlite").path))
     }
 
+    /// A disk that takes every name is asked once: the next opens of the cache write nothing to find out (the
+    /// probe's create and unlink would change partial/'s mtime).
+    @Test func theNameProbeRunsOncePerFileSystem() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let first = try Cache.open(root: dir.url)
+        #expect(first.nameRules == .posix)
+        let partial = dir.url.appendingPathComponent("partial").path
+        func modified() throws -> Date? { try FileManager.default.attributesOfItem(atPath: partial)[.modificationDate] as? Date }
+        let before = try modified()
+        usleep(20_000)
+        let second = try Cache.open(root: dir.url)
+        #expect(second.nameRules == .posix)
+        #expect(try modified() == before, "the second open probed again")
+    }
+
     @Test func removalDeletesFilesButKeepsPinned() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
