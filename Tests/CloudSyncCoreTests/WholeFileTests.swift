@@ -11,15 +11,9 @@ import Testing
         let payload = Data((0 ..< 300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })  // beyond a pipe's 64 KiB
         let writeEnd = fds[1]
         let writer = Thread {
-            payload.withUnsafeBytes { raw in
-                var offset = 0
-                while offset < raw.count {
-                    let n = write(writeEnd, raw.baseAddress! + offset, raw.count - offset)
-                    if n <= 0 { break }
-                    offset += n
-                }
-            }
-            close(writeEnd)
+            let handle = FileHandle(fileDescriptor: writeEnd, closeOnDealloc: true)
+            handle.write(payload)
+            try? handle.close()
         }
         writer.start()
         defer { close(fds[0]) }

@@ -86,10 +86,7 @@ private struct SmallDisk {
             try? FileManager.default.removeItem(at: mountPoint)
             throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "mount -t tmpfs failed"])
         }
-        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
-            .replacingOccurrences(of: fixture.env.cacheDir.path, with: mountPoint.appendingPathComponent("cache").path)
-            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
-        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+        try fixture.env.moveCache(to: mountPoint.appendingPathComponent("cache"))
     }
 
     func unmount() {

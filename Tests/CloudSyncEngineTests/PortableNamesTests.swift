@@ -107,10 +107,7 @@ import Testing
         let disk = try ExFATDisk()
         defer { disk.remove() }
         let cacheDir = disk.mountPoint.appendingPathComponent("cache")
-        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
-            .replacingOccurrences(of: fixture.env.cacheDir.path, with: cacheDir.path)
-            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
-        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+        try fixture.env.moveCache(to: cacheDir)
 
         let pull = try fixture.env.run(["pull"])
         #expect(pull.status == 0, "stderr: \(pull.stderr)")
@@ -140,10 +137,7 @@ import Testing
         for name in try FileManager.default.contentsOfDirectory(atPath: fixture.env.cacheDir.path) where name.hasPrefix("index.sqlite") {
             try FileManager.default.copyItem(at: fixture.env.cacheDir.appendingPathComponent(name), to: cacheDir.appendingPathComponent(name))
         }
-        let text = try String(contentsOf: fixture.env.config, encoding: .utf8)
-            .replacingOccurrences(of: fixture.env.cacheDir.path, with: cacheDir.path)
-            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
-        try text.write(to: fixture.env.config, atomically: true, encoding: .utf8)
+        try fixture.env.moveCache(to: cacheDir)
         let pull = try fixture.env.run(["pull"])
         #expect(pull.status == 0, "stderr: \(pull.stderr)")
         expectTracks(in: cacheDir.appendingPathComponent("tracks/lib"), fixture)

@@ -116,6 +116,15 @@ struct Env {
         try write(remoteLines: remoteLines, checkpoint: checkpoint, cache: cache, pull: pull, extra: extra)
     }
 
+    /// Points the config's cache.dir at `dir` (a small or odd file system mounted for a test), with
+    /// `min_free = "0"` so the whole of a small disk is the budget.
+    func moveCache(to dir: URL) throws {
+        let text = try String(contentsOf: config, encoding: .utf8)
+            .replacingOccurrences(of: cacheDir.path, with: dir.path)
+            .replacingOccurrences(of: "[cache]\n", with: "[cache]\nmin_free = \"0\"\n")
+        try text.write(to: config, atomically: true, encoding: .utf8)
+    }
+
     /// Rewrites the config (a test may change the budget between runs).
     func write(remoteLines: [String], checkpoint: String = "256KiB", cache: [String] = [], pull: [String] = [],
                extra: String = "") throws {
