@@ -236,24 +236,32 @@ struct SchemaReader {
     /// `ca_file`: resolved like `cache.dir`, and read now, so a wrong path or a file that holds no certificate is
     /// an error at its line rather than a TLS failure at the first request.
     mutating func caFile(in table: TOMLTable, path: String) throws(ConfigError) -> URL? {
-        guard let (text, at) = try string("ca_file", in: table, path: path) else { return nil }
-        let url: URL
-        switch configuredPath(text, relativeTo: URL(fileURLWithPath: file).deletingLastPathComponent(), environment: environment) {
-        case .success(let resolved): url = resolved
-        case .failure(let problem): throw fail("ca_file \"\(text)\": \(problem.message)", at: at)
-        }
         // A system bundle holds ~150 certificates in ~200 KiB; 16 MiB is far beyond any real one.
-        let data: Data
-        do {
-            data = try WholeFile.read(url.path, limit: 16 << 20)
-        } catch {
-            throw fail("ca_file: cannot read \(url.path): \(error.reason); give the PEM file of the CA certificate that signed the server's", at: at)
-        }
+        guard let (url, data, at) = try configuredFile("ca_file", in: table, path: path, limit: 16 << 20,
+                                                       what: "give the PEM file of the CA certificate that signed the server's")
+        else { return nil }
         guard data.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil else {
             throw fail("ca_file: \(url.path) holds no PEM certificate (-----BEGIN CERTIFICATE-----); convert a DER file with "
                 + "'openssl x509 -inform der -in FILE -out FILE.pem'", at: at)
         }
         return url
+    }
+
+    /// The file a key names (resolved like `cache.dir`: against the config file's folder) and its contents, read
+    /// now so a wrong path is an error at its line; nil without the key. `what` says what the file should be.
+    mutating func configuredFile(_ key: String, in table: TOMLTable, path: String, limit: Int,
+                                 what: String) throws(ConfigError) -> (URL, Data, TOMLPosition)? {
+        guard let (text, at) = try string(key, in: table, path: path) else { return nil }
+        let url: URL
+        switch configuredPath(text, relativeTo: URL(fileURLWithPath: file).deletingLastPathComponent(), environment: environment) {
+        case .success(let resolved): url = resolved
+        case .failure(let problem): throw fail("\(key) \"\(text)\": \(problem.message)", at: at)
+        }
+        do {
+            return (url, try WholeFile.read(url.path, limit: limit), at)
+        } catch {
+            throw fail("\(key): cannot read \(url.path): \(error.reason); \(what)", at: at)
+        }
     }
 
     /// The values of the provider's own keys (`.boolean`, `.choice`), each checked as the descriptor declares.
@@ -310,19 +318,8 @@ struct SchemaReader {
         if table["max_age"] != nil { keys.maxAge = try duration("max_age", in: table, path: path, default: 0) }
         if table["min_age"] != nil { keys.minAge = try duration("min_age", in: table, path: path, default: 0) }
         var lines: [(source: String, line: Int, text: String)] = []
-        if let (text, at) = try string("filter_from", in: table, path: path) {
-            let base = URL(fileURLWithPath: file).deletingLastPathComponent()
-            let url: URL
-            switch configuredPath(text, relativeTo: base, environment: environment) {
-            case .success(let resolved): url = resolved
-            case .failure(let problem): throw fail("filter_from \"\(text)\": \(problem.message)", at: at)
-            }
-            let data: Data
-            do {
-                data = try WholeFile.read(url.path, limit: 1 << 20)
-            } catch {
-                throw fail("filter_from: cannot read \(url.path): \(error.reason) (a file of '+ PATTERN' / '- PATTERN' lines, at most 1MiB)", at: at)
-            }
+        if let (url, data, _) = try configuredFile("filter_from", in: table, path: path, limit: 1 << 20,
+                                                   what: "a file of '+ PATTERN' / '- PATTERN' lines, at most 1MiB") {
             let contents = String(decoding: data, as: UTF8.self)
             for (index, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 lines.append((url.path, index + 1, String(line.hasSuffix("\r") ? line.dropLast() : line)))
