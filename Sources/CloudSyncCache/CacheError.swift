@@ -27,6 +27,10 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
         /// The file is bigger than the cache's filesystem can hold (EFBIG, or a size no filesystem has): that one
         /// file fails, the others go on.
         case tooLarge
+        /// The cache's file system cannot hold this track's name in `tracks/`: it refuses it, or another entry's
+        /// file or folder takes it (a file and a folder differing only in case, on a disk that ignores case). That
+        /// one file fails, the others go on.
+        case unusableName
         /// A block of an encrypted cache file failed authentication (tampering, bit rot): its bytes are never
         /// served; the block is dropped from the index and fetched again.
         case damaged
@@ -61,10 +65,17 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
         switch code {
         case .io, .diskFull, .corrupt: .ioError
         case .locked, .busy: .locked
-        case .hashMismatch, .notFound, .changed, .incomplete, .invalidArgument, .tooLarge, .damaged: .partialFailure
+        case .hashMismatch, .notFound, .changed, .incomplete, .invalidArgument, .tooLarge, .unusableName, .damaged: .partialFailure
         case .keyMissing, .encryptionMismatch: .config
         case .wrongKey: .auth
         }
+    }
+
+    /// `path` cannot be a name in `tracks/` on this disk (`reason`): the file is skipped.
+    static func unusableName(_ path: String, reason: String, errno e: Int32?) -> CacheError {
+        CacheError(.unusableName, "The cache's disk cannot hold \(path) (\(reason)): the disk refuses the name, or another "
+            + "track's file or folder takes it (names differing only in case, on a disk that ignores case). This file is "
+            + "skipped; rename it on the remote, or move cache.dir to a Linux file system such as ext4.", path: path, errno: e)
     }
 
     /// Maps a failed system call to an error: ENOSPC/EDQUOT become `.diskFull`, the rest `.io`.
@@ -82,6 +93,9 @@ public struct CacheError: Error, Sendable, CustomStringConvertible, ExitCodeProv
             return CacheError(.tooLarge, "The file\(size) is bigger than the filesystem of the cache can hold (\(call) "
                 + "\(path): \(reason)); it is skipped. If the size is real, move cache.dir to a filesystem that holds it.",
                 path: path, errno: e)
+        }
+        if (call == "rename" || call == "mkdir") && [EINVAL, EILSEQ, ENAMETOOLONG, EISDIR, ENOTDIR].contains(e) {
+            return unusableName(path, reason: "\(call): \(reason)", errno: e)
         }
         return CacheError(.io, "\(call) failed for \(path): \(reason). Check permissions and the disk holding "
             + "\(cacheRoot).", path: path, errno: e)

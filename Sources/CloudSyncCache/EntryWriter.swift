@@ -1030,6 +1030,11 @@ public final class EntryWriter: Sendable {
                     Glibc.close(parent)
                     continue
                 }
+                if error.errno == ENOENT && faccessat(cache.partialFD, partialName, F_OK, AT_SYMLINK_NOFOLLOW) == 0 {
+                    // The file and its folder are there, and still no name: exFAT (through FUSE) refuses a name so.
+                    throw CacheError.unusableName(cache.display("tracks/\(localPath)"), reason: "rename: the disk refuses the name",
+                                                  errno: ENOENT)
+                }
                 throw error
             }
             do throws(CacheError) {

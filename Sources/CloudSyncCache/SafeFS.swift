@@ -23,8 +23,14 @@ struct SafeFS: Sendable {
             }
             let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             let savedErrno = errno
+            var info = stat()
+            // A file, not a link, where a folder should be: a track whose name takes the folder's (on a disk that
+            // ignores case), not a damaged cache.
+            let plainFile = next < 0 && savedErrno == ENOTDIR && fstatat(current, component, &info, AT_SYMLINK_NOFOLLOW) == 0
+                && (info.st_mode & S_IFMT) != S_IFLNK
             Glibc.close(current)
             guard next >= 0 else {
+                if plainFile { throw CacheError.unusableName(display, reason: "\(component) is a file", errno: savedErrno) }
                 if savedErrno == ELOOP || savedErrno == ENOTDIR {
                     throw CacheError(.corrupt, "\(display) in the cache has a component that is a symlink or not a "
                         + "directory (\(component)); cloudsync never follows links inside \(rootPath). Remove it (to keep "

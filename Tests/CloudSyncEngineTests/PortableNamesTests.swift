@@ -121,6 +121,29 @@ import Testing
         #expect(ls.stdout.contains("Case/what?.mp3") && ls.stdout.contains("It's \"Quoted\" | *.mp3"), "\(ls.stdout)")
     }
 
+    /// A file and a folder whose names differ only in case cannot both be on exFAT: the one that comes second fails
+    /// alone (exit 1, named), the others are fetched. It stopped the whole pull as a damaged cache (exit 74).
+    @Test(.enabled(if: available, "needs root, /dev/fuse, exfatprogs and exfat-fuse"))
+    func aNameTheDiskCannotHoldFailsOnlyItsFile() throws {
+        let files = [("A/Live.mp3", 30_000), ("A/live.mp3/t.mp3", 31_000), ("B/ok.mp3", 32_000), ("B/ok 2.mp3", 33_000)]
+        let fixture = try Fixture(seed: 97, files: files, pull: ["jobs = 1"])
+        defer { fixture.cleanup() }
+        let disk = try ExFATDisk()
+        defer { disk.remove() }
+        let cacheDir = disk.mountPoint.appendingPathComponent("cache")
+        try fixture.env.moveCache(to: cacheDir)
+        let pull = try fixture.env.run(["pull"])
+        #expect(pull.status == 1, "stderr: \(pull.stderr)")
+        #expect(pull.stderr.contains("cannot hold") && pull.stderr.contains("1 failed"), "stderr: \(pull.stderr)")
+        let tracks = cacheDir.appendingPathComponent("tracks/lib")
+        for (path, _) in files.suffix(2) {
+            #expect((try? Data(contentsOf: tracks.appendingPathComponent(path))) == fixture.library.files[path], "\(path)")
+        }
+        let one = (try? Data(contentsOf: tracks.appendingPathComponent("A/Live.mp3"))) == fixture.library.files["A/Live.mp3"]
+        let other = (try? Data(contentsOf: tracks.appendingPathComponent("A/live.mp3/t.mp3"))) == fixture.library.files["A/live.mp3/t.mp3"]
+        #expect(one != other, "exactly one of the two fits: \(pull.stderr)")
+    }
+
     /// A cache moved onto exFAT from a disk that took every name (its index copied over): the entries get names
     /// exFAT takes, and the next pull fetches the tracks that could not come along.
     @Test(.enabled(if: available, "needs root, /dev/fuse, exfatprogs and exfat-fuse"))
