@@ -91,6 +91,17 @@ import Testing
         "Vol. 1\u{FF0E}/t.mp3", "Plain/ok.mp3",
     ]
 
+    /// Runs `body` with a fixture of `files` whose cache is on a fresh exFAT disk.
+    func onExFAT(seed: UInt64, files: [(String, Int)], pull: [String] = [], _ body: (Fixture, URL) throws -> Void) throws {
+        let fixture = try Fixture(seed: seed, files: files, pull: pull)
+        defer { fixture.cleanup() }
+        let disk = try ExFATDisk()
+        defer { disk.remove() }
+        let cacheDir = disk.mountPoint.appendingPathComponent("cache")
+        try fixture.env.moveCache(to: cacheDir)
+        try body(fixture, cacheDir)
+    }
+
     func expectTracks(in tracks: URL, _ fixture: Fixture, sourceLocation: SourceLocation = #_sourceLocation) {
         for ((path, _), local) in zip(Self.files, Self.local) {
             let data = try? Data(contentsOf: tracks.appendingPathComponent(local))
@@ -102,23 +113,18 @@ import Testing
     /// tracks/ and stopped the whole pull (exit 74).
     @Test(.enabled(if: available, "needs root, /dev/fuse, exfatprogs and exfat-fuse"))
     func aCacheOnExFATNamesTracksSoTheDiskTakesThem() throws {
-        let fixture = try Fixture(seed: 95, files: Self.files)
-        defer { fixture.cleanup() }
-        let disk = try ExFATDisk()
-        defer { disk.remove() }
-        let cacheDir = disk.mountPoint.appendingPathComponent("cache")
-        try fixture.env.moveCache(to: cacheDir)
-
-        let pull = try fixture.env.run(["pull"])
-        #expect(pull.status == 0, "stderr: \(pull.stderr)")
-        expectTracks(in: cacheDir.appendingPathComponent("tracks/lib"), fixture)
-        let again = try fixture.env.run(["pull"])
-        #expect(again.status == 0 && again.stderr.contains("fetched 0 files"), "stderr: \(again.stderr)")
-        let verify = try fixture.env.run(["cache", "verify"])
-        #expect(verify.status == 0 && verify.stdout.contains("0 missing"), "\(verify.stdout) \(verify.stderr)")
-        // The remote's names are what ls shows and what serve answers to.
-        let ls = try fixture.env.run(["ls", "--offline"])
-        #expect(ls.stdout.contains("Case/what?.mp3") && ls.stdout.contains("It's \"Quoted\" | *.mp3"), "\(ls.stdout)")
+        try onExFAT(seed: 95, files: Self.files) { fixture, cacheDir in
+            let pull = try fixture.env.run(["pull"])
+            #expect(pull.status == 0, "stderr: \(pull.stderr)")
+            expectTracks(in: cacheDir.appendingPathComponent("tracks/lib"), fixture)
+            let again = try fixture.env.run(["pull"])
+            #expect(again.status == 0 && again.stderr.contains("fetched 0 files"), "stderr: \(again.stderr)")
+            let verify = try fixture.env.run(["cache", "verify"])
+            #expect(verify.status == 0 && verify.stdout.contains("0 missing"), "\(verify.stdout) \(verify.stderr)")
+            // The remote's names are what ls shows and what serve answers to.
+            let ls = try fixture.env.run(["ls", "--offline"])
+            #expect(ls.stdout.contains("Case/what?.mp3") && ls.stdout.contains("It's \"Quoted\" | *.mp3"), "\(ls.stdout)")
+        }
     }
 
     /// A file and a folder whose names differ only in case cannot both be on exFAT: the one that comes second fails
@@ -126,22 +132,18 @@ import Testing
     @Test(.enabled(if: available, "needs root, /dev/fuse, exfatprogs and exfat-fuse"))
     func aNameTheDiskCannotHoldFailsOnlyItsFile() throws {
         let files = [("A/Live.mp3", 30_000), ("A/live.mp3/t.mp3", 31_000), ("B/ok.mp3", 32_000), ("B/ok 2.mp3", 33_000)]
-        let fixture = try Fixture(seed: 97, files: files, pull: ["jobs = 1"])
-        defer { fixture.cleanup() }
-        let disk = try ExFATDisk()
-        defer { disk.remove() }
-        let cacheDir = disk.mountPoint.appendingPathComponent("cache")
-        try fixture.env.moveCache(to: cacheDir)
-        let pull = try fixture.env.run(["pull"])
-        #expect(pull.status == 1, "stderr: \(pull.stderr)")
-        #expect(pull.stderr.contains("cannot hold") && pull.stderr.contains("1 failed"), "stderr: \(pull.stderr)")
-        let tracks = cacheDir.appendingPathComponent("tracks/lib")
-        for (path, _) in files.suffix(2) {
-            #expect((try? Data(contentsOf: tracks.appendingPathComponent(path))) == fixture.library.files[path], "\(path)")
+        try onExFAT(seed: 97, files: files, pull: ["jobs = 1"]) { fixture, cacheDir in
+            let pull = try fixture.env.run(["pull"])
+            #expect(pull.status == 1, "stderr: \(pull.stderr)")
+            #expect(pull.stderr.contains("cannot hold") && pull.stderr.contains("1 failed"), "stderr: \(pull.stderr)")
+            let tracks = cacheDir.appendingPathComponent("tracks/lib")
+            for (path, _) in files.suffix(2) {
+                #expect((try? Data(contentsOf: tracks.appendingPathComponent(path))) == fixture.library.files[path], "\(path)")
         }
         let one = (try? Data(contentsOf: tracks.appendingPathComponent("A/Live.mp3"))) == fixture.library.files["A/Live.mp3"]
         let other = (try? Data(contentsOf: tracks.appendingPathComponent("A/live.mp3/t.mp3"))) == fixture.library.files["A/live.mp3/t.mp3"]
         #expect(one != other, "exactly one of the two fits: \(pull.stderr)")
+        }
     }
 
     /// A cache moved onto exFAT from a disk that took every name (its index copied over): the entries get names
