@@ -128,7 +128,7 @@ public final class Cache: Sendable {
     /// The rules for names under `tracks/`: `portable` once the index says so (kept: the names given stay valid),
     /// else `portable` when the file system refuses a name with `"*:<>?|` that it takes without them — FAT,
     /// exFAT, NTFS on a USB stick or SD card, whose drivers answer EINVAL, ENOENT or EPERM for such a name, so
-    /// before this every track named `AC/DC: Live?` failed its rename and stopped the pull. Found by creating two
+    /// before this the first track named `What Is Hip?` failed its rename and stopped the pull. Found by creating two
     /// files in `partial/` (no player watches it); recorded in the index, whose entries are then given portable
     /// names (``IndexSchema/relocateUnportable(_:)``).
     static func nameRules(_ db: Database, partialFD: Int32, logger: Logger) throws(CacheError) -> LocalPath.NameRules {
