@@ -118,7 +118,9 @@ extension Cache {
     private func holder(ofLockFile name: String) -> LockHolder? {
         var info = stat()
         guard fstatat(locksFD, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
-        guard let table = KernelLockTable.read(),
+        // Read to its end (``WholeFile``): Foundation stopped after the first 4 KiB, about 75 locks, fewer than a
+        // desktop holds, and a running pull beyond them was reported "killed".
+        guard let table = (try? WholeFile.read("/proc/locks", limit: 64 << 20)).map({ String(decoding: $0, as: UTF8.self) }),
               let pid = KernelLockTable.holder(in: table, device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
         else { return nil }
         var detail = ""
@@ -159,12 +161,6 @@ public final class ServeAnnouncement: @unchecked Sendable {
 /// Reads Linux's `/proc/locks` (proc(5)): `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`, where the device is
 /// `major:minor` in hex and the inode in decimal. Blocked waiters (`->` lines) are not holders.
 public enum KernelLockTable {
-    /// `/proc/locks` whole (``WholeFile``: Foundation stopped after its first 4 KiB, about 75 locks, fewer than a
-    /// desktop holds, and a running pull beyond them was reported "killed").
-    public static func read(path: String = "/proc/locks") -> String? {
-        (try? WholeFile.read(path, limit: 64 << 20)).map { String(decoding: $0, as: UTF8.self) }
-    }
-
     public static func holder(in table: String, device: UInt64, inode: UInt64) -> Int32? {
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
