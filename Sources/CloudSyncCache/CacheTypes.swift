@@ -173,10 +173,3 @@ public struct VerifyReport: Sendable, Hashable {
     /// those blocks were dropped and are fetched again; the rest is kept.
     public var damaged: [String] = []
 }
-
-extension ContentHash {
-    /// Whether `computed` is this hash: hex digests compare case-insensitively, base64 (quickXor) exactly.
-    public func matches(_ computed: String) -> Bool {
-        kind == .quickXor ? value == computed : value.lowercased() == computed.lowercased()
-    }
-}

@@ -985,10 +985,9 @@ public final class EntryWriter: Sendable {
     }
 
     /// Inside the batch's transaction: checks that the entry is still this generation, renames the partial into
-    /// its folder of `tracks/` (made if needed; `folders` keeps each folder open once per batch) and marks the
-    /// entry complete. A concurrent removal (`cache clear`, eviction) prunes folders that became empty, maybe the
-    /// one just made for this track: the folder is made again and the rename retried (a few times, then an
-    /// error). If the index update fails, the file is renamed back before the error is thrown.
+    /// its folder of `tracks/` (``Cache/renameIntoTracks(from:name:localPath:folders:)``: made if needed, made again
+    /// if a concurrent removal pruned it; `folders` keeps each folder open once per batch) and marks the entry
+    /// complete. If the index update fails, the file is renamed back before the error is thrown.
     func renameIntoTracks(db: Database, folders: inout [String: Int32], unsaved: UnsavedColumns) throws(CacheError) -> (parent: Int32, leaf: String) {
         let claimed = pending.withLock { p -> Bool in
             guard p.verified else { return false }
@@ -1001,54 +1000,19 @@ public final class EntryWriter: Sendable {
         }
         let current = try db.first("SELECT generation FROM files WHERE id = ?", [.int(id)]) { $0.int(0) }
         guard current == generation else { throw changedError }
-        var components = localPath.split(separator: "/").map(String.init)
-        guard let leaf = components.popLast() else {
-            throw CacheError(.corrupt, "empty local path for \(remote):\(path)", path: path)
+        let (parent, leaf, _) = try cache.renameIntoTracks(from: cache.partialFD, name: partialName, localPath: localPath,
+                                                           folders: &folders)
+        do throws(CacheError) {
+            try db.run("""
+                UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1,
+                    last_access = ?\(unsaved.assignments)
+                WHERE id = ?
+                """, [.real(Date().timeIntervalSince1970)] + unsaved.values + [.int(id)])
+        } catch {
+            renameBack(from: parent, leaf: leaf)
+            throw error
         }
-        let folder = components.joined(separator: "/")
-        var attempt = 0
-        while true {
-            attempt += 1
-            let parent: Int32
-            if let open = folders[folder] {
-                parent = open
-            } else {
-                do {
-                    parent = try cache.fs.openDirectory(components, in: cache.tracksFD, create: true,
-                                                        display: cache.display("tracks/\(localPath)"))
-                } catch where error.errno == ENOENT && attempt < 8 {
-                    // A folder on the way was made, then pruned before it could be entered: make it again.
-                    continue
-                }
-                folders[folder] = parent
-            }
-            if renameat(cache.partialFD, partialName, parent, leaf) != 0 {
-                let error = cache.fs.error("rename", cache.display("tracks/\(localPath)"))
-                if error.errno == ENOENT && attempt < 8 {
-                    // The folder was pruned under us: open (make) it again.
-                    folders[folder] = nil
-                    Glibc.close(parent)
-                    continue
-                }
-                if error.errno == ENOENT && faccessat(cache.partialFD, partialName, F_OK, AT_SYMLINK_NOFOLLOW) == 0 {
-                    // The file and its folder are there, and still no name: exFAT (through FUSE) refuses a name so.
-                    throw CacheError.unusableName(cache.display("tracks/\(localPath)"), reason: "rename: the disk refuses the name",
-                                                  errno: ENOENT)
-                }
-                throw error
-            }
-            do throws(CacheError) {
-                try db.run("""
-                    UPDATE files SET state = 2, ranges = NULL, present_bytes = 0, track_bytes = size, head = 1,
-                        last_access = ?\(unsaved.assignments)
-                    WHERE id = ?
-                    """, [.real(Date().timeIntervalSince1970)] + unsaved.values + [.int(id)])
-            } catch {
-                renameBack(from: parent, leaf: leaf)
-                throw error
-            }
-            return (parent, leaf)
-        }
+        return (parent, leaf)
     }
 
     /// Undoes ``renameIntoTracks(db:folders:unsaved:)`` after its transaction failed: `tracks/` never holds a file the

@@ -75,11 +75,32 @@ struct SafeFS: Sendable {
             current = next
         }
         if unlinkat(current, leaf, 0) != 0, errno != ENOENT { throw error("unlink", relativePath) }
-        // Prune empty parents, deepest first; stop at the first that is not empty.
-        var index = components.count - 2
+        prune(components.dropLast(), opened: fds, in: base, keepingParents: keep)
+    }
+
+    /// Removes the folder `relativeFolder` under `base` if it is empty, then each parent that became empty, up to
+    /// but not including the first `keep` components. Quiet: a folder that is not empty or not there ends it.
+    func pruneEmptyFolders(_ relativeFolder: String, in base: Int32, keepingParents keep: Int) {
+        let components = relativeFolder.split(separator: "/").map(String.init)
+        var fds: [Int32] = []
+        defer { for fd in fds { Glibc.close(fd) } }
+        var current = base
+        for component in components.dropLast() {
+            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0 { return }
+            fds.append(next)
+            current = next
+        }
+        prune(components[...], opened: fds, in: base, keepingParents: keep)
+    }
+
+    /// Removes the empty folders of the path `folders` (each of `opened` the descriptor of one of its folders, from
+    /// the top, but the last), deepest first; stops at the first that is not empty or at component `keep`.
+    private func prune(_ folders: ArraySlice<String>, opened: [Int32], in base: Int32, keepingParents keep: Int) {
+        var index = folders.count - 1
         while index >= keep {
-            let parent = index == 0 ? base : fds[index - 1]
-            if unlinkat(parent, components[index], AT_REMOVEDIR) != 0 { break }
+            let parent = index == 0 ? base : opened[index - 1]
+            if unlinkat(parent, folders[folders.startIndex + index], AT_REMOVEDIR) != 0 { break }
             index -= 1
         }
     }

@@ -22,6 +22,13 @@ public struct ContentHash: Sendable, Codable, Hashable {
     }
 }
 
+extension ContentHash {
+    /// Whether `computed` is this hash: hex digests compare case-insensitively, base64 (quickXor) exactly.
+    public func matches(_ computed: String) -> Bool {
+        kind == .quickXor ? value == computed : value.lowercased() == computed.lowercased()
+    }
+}
+
 /// The identity of a remote file's contents: when any part changes, cached bytes are dropped.
 public struct Fingerprint: Sendable, Codable, Hashable {
     public var size: Int64
