@@ -73,14 +73,22 @@ final class PullRenderer: Sendable {
                 $0.doneBytes = 0
                 $0.started = Date()
             }
-            guard dryRun, !json else { break }
             let name = TerminalText.escape(remote)
+            if !dryRun {
+                for move in plan.moved {
+                    console.note("moved    \(name)/\(TerminalText.escape(move.from)) → \(TerminalText.escape(move.to))\n", quiet: quiet)
+                }
+            }
+            guard dryRun, !json else { break }
+            for move in plan.moved {
+                console.out("would move               \(name)/\(TerminalText.escape(move.from)) → \(TerminalText.escape(move.to))\n")
+            }
             for item in plan.fetch {
                 console.out("would fetch  \(ByteSize.format(item.missingBytes).leftPad(9))  \(name)/\(TerminalText.escape(item.file.path))\(item.changed ? "  (changed)" : "")\n")
             }
             for path in plan.remove { console.out("would remove             \(name)/\(TerminalText.escape(path))\n") }
             console.out("\(name): \(plan.fetch.count) to fetch (\(ByteSize.format(plan.fetchBytes))), "
-                + "\(plan.remove.count) to remove, \(plan.upToDate) up to date\n")
+                + "\(plan.remove.count) to remove, \(plan.moved.isEmpty ? "" : "\(plan.moved.count) to move, ")\(plan.upToDate) up to date\n")
         case .scheduled(let remote, let files, let headsOnly, let bytes):
             // The budget decides what is really fetched: the totals of the progress frame come from here.
             let upToDate = state.withLock { s -> Int in
@@ -174,7 +182,9 @@ final class PullRenderer: Sendable {
         let elapsed = state.withLock { Date().timeIntervalSince($0.started) }
         var line = "\(TerminalText.escape(report.remote)): \(report.listed) listed, \(report.new) new, "
         if report.resumed > 0 { line += "\(report.resumed) resumed, " }
-        line += "\(report.changed) changed, \(report.deleted) deleted; "
+        line += "\(report.changed) changed, \(report.deleted) deleted"
+        if report.moved > 0 { line += ", \(report.moved) moved" }
+        line += "; "
         line += "fetched \(counted(report.fetchedFiles, "file")) (\(ByteSize.format(report.fetchedBytes))) in \(String(format: "%.1f", elapsed)) s"
         line += report.failed.isEmpty ? "" : "; \(report.failed.count) failed"
         if !report.unreadableFolders.isEmpty {

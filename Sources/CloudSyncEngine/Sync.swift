@@ -178,7 +178,10 @@ public struct Sync: Sendable {
     /// index. Returns the plan and the cursor to store once the pull succeeded.
     private func listAndPlan(into report: inout SyncReport) async throws -> (SyncPlan, String?) {
         let survey = try await survey(recording: !options.dryRun)
-        let plan = survey.plan
+        var plan = survey.plan
+        // A move deletes the old path: a pull that keeps deletions keeps the old track and fetches the new one.
+        if options.delete { try applyMoves(to: &plan) }
+        report.moved = plan.moved.count
         report.listed = survey.present.count
         for item in plan.fetch {
             if item.changed {
@@ -194,6 +197,62 @@ public struct Sync: Sendable {
         report.unreadableFolders = survey.unreadableFolders
         report.unmatchedPaths = selection.unmatched(in: survey.present)
         return (plan, survey.cursor)
+    }
+
+    /// Finds the files of `plan.fetch` that the cache holds under a path of `plan.remove` (``MovedFiles``), gives
+    /// their entries the new path (a dry run only plans it) and takes them out of both lists: a complete one is up
+    /// to date, a partial one is fetched from where it stands. A move the cache skips (``Cache/move(remote:_:)``)
+    /// leaves both paths planned as they were.
+    private func applyMoves(to plan: inout SyncPlan) throws {
+        guard !plan.remove.isEmpty else { return }
+        let appeared = plan.fetch.filter { !$0.changed && $0.missingBytes == $0.file.size }.map(\.file)
+        guard !appeared.isEmpty else { return }
+        var gone: [MovedFiles.Gone] = []
+        var held: [String: CacheEntryInfo] = [:]
+        for path in plan.remove {
+            guard let entry = try cache.entry(remote: remote, path: path) else { continue }
+            let bytes = entry.presentBytes.addingSaturating(entry.outdatedTrackBytes)
+            guard bytes > 0 else { continue }
+            gone.append(MovedFiles.Gone(file: entry.file, heldBytes: bytes))
+            held[path] = entry
+        }
+        let moves = MovedFiles.match(gone: gone, appeared: appeared)
+        guard !moves.isEmpty else { return }
+        let outcomes: [Cache.MovedEntry?]
+        if options.dryRun {
+            outcomes = moves.map { move in
+                held[move.from].map { Cache.MovedEntry(complete: $0.state == .complete, presentBytes: $0.presentBytes) }
+            }
+        } else {
+            do {
+                outcomes = try cache.move(remote: remote, moves.map { ($0.from, $0.to) })
+            } catch {
+                // Nothing was moved (the renames were undone): the files are fetched and the old ones removed.
+                events(.warning(remote: remote, message: "\(moves.count) track\(moves.count == 1 ? "" : "s") moved on the remote "
+                    + "could not be renamed in the cache, so \(moves.count == 1 ? "it is" : "they are") fetched again: \(error)"))
+                return
+            }
+        }
+        var movedFrom: Set<String> = []
+        var present: [String: Int64] = [:]
+        for (move, outcome) in zip(moves, outcomes) {
+            guard let outcome else { continue }
+            movedFrom.insert(move.from)
+            present[move.to.path] = outcome.presentBytes
+            plan.moved.append(TrackMove(from: move.from, to: move.to.path))
+        }
+        guard !movedFrom.isEmpty else { return }
+        plan.remove.removeAll { movedFrom.contains($0) }
+        plan.fetch = plan.fetch.compactMap { item in
+            guard let bytes = present[item.file.path] else { return item }
+            guard bytes < item.file.size else {
+                plan.upToDate += 1
+                return nil
+            }
+            var resumed = item
+            resumed.missingBytes = item.file.size - bytes
+            return resumed
+        }
     }
 
     /// Lists the remote and records new and changed files in the index, without fetching, removing or

@@ -96,10 +96,24 @@ public struct SyncPlan: Sendable {
     public var fetch: [Item] = []
     /// Paths of cached tracks whose remote files are gone.
     public var remove: [String] = []
+    /// Cached files found at another path of the listing (moved or renamed on the server): their entries were
+    /// (or, in a dry run, would be) given the new path, and kept their bytes. In path order of `to`.
+    public var moved: [TrackMove] = []
     /// Files already complete and unchanged.
     public var upToDate: Int = 0
 
     public var fetchBytes: Int64 { fetch.reduce(0) { $0.addingSaturating($1.missingBytes) } }
+}
+
+/// A cached file that the listing shows under another path (see `MovedFiles`).
+public struct TrackMove: Sendable, Codable, Hashable {
+    public var from: String
+    public var to: String
+
+    public init(from: String, to: String) {
+        self.from = from
+        self.to = to
+    }
 }
 
 /// Progress of a pull, for the command layer to render. Delivered in order per file.
@@ -152,6 +166,8 @@ public struct SyncReport: Sendable, Codable {
     public var resumed = 0
     public var changed = 0
     public var deleted = 0
+    /// Cached files found moved or renamed on the remote and renamed in the cache instead of fetched again.
+    public var moved = 0
     public var fetchedFiles = 0
     public var fetchedBytes: Int64 = 0
     public var skipped = 0
@@ -174,7 +190,7 @@ public struct SyncReport: Sendable, Codable {
     public var plan: DryRunPlan?
 
     enum CodingKeys: String, CodingKey {
-        case remote, provider, listed, new, resumed, changed, deleted, skipped, failed, fatal, budget, plan
+        case remote, provider, listed, new, resumed, changed, deleted, moved, skipped, failed, fatal, budget, plan
         case fetchedFiles = "fetched_files"
         case fetchedBytes = "fetched_bytes"
         case headBytes = "head_bytes"
@@ -265,15 +281,18 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
     public var fetch: [Fetch]
     /// Cached tracks whose remote files are gone.
     public var remove: [String]
+    /// Cached tracks that would take their new path on the remote instead of being fetched again.
+    public var move: [TrackMove]
     public var reduce: [Reduce]
     public var upToDate: Int
 
     enum CodingKeys: String, CodingKey {
-        case fetch, remove, reduce
+        case fetch, remove, move, reduce
         case upToDate = "up_to_date"
         case fetchBytes = "fetch_bytes"
         case removeCount = "remove_count"
         case fetchCount = "fetch_count"
+        case moveCount = "move_count"
     }
 
     /// Bytes to download in all.
@@ -282,6 +301,7 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
     public init(_ plan: SyncPlan, reduced: [ReductionReport.Item]) {
         fetch = plan.fetch.map { Fetch(path: $0.file.path, size: $0.file.size, bytes: $0.missingBytes, changed: $0.changed) }
         remove = plan.remove
+        move = plan.moved
         reduce = reduced.map { Reduce(remote: $0.remote, path: $0.path, action: $0.action, bytes: $0.bytes) }
         upToDate = plan.upToDate
     }
@@ -290,6 +310,7 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         fetch = try c.decode([Fetch].self, forKey: .fetch)
         remove = try c.decode([String].self, forKey: .remove)
+        move = try c.decodeIfPresent([TrackMove].self, forKey: .move) ?? []
         reduce = try c.decode([Reduce].self, forKey: .reduce)
         upToDate = try c.decode(Int.self, forKey: .upToDate)
     }
@@ -298,10 +319,12 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(fetch, forKey: .fetch)
         try c.encode(remove, forKey: .remove)
+        try c.encode(move, forKey: .move)
         try c.encode(reduce, forKey: .reduce)
         try c.encode(upToDate, forKey: .upToDate)
         try c.encode(fetchBytes, forKey: .fetchBytes)
         try c.encode(fetch.count, forKey: .fetchCount)
         try c.encode(remove.count, forKey: .removeCount)
+        try c.encode(move.count, forKey: .moveCount)
     }
 }

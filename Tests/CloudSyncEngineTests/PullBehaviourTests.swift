@@ -188,7 +188,7 @@ import Testing
         let remotes = try #require(object["remotes"] as? [[String: Any]])
         #expect(remotes.count == 1)
         let remote = remotes[0]
-        #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "resumed", "changed", "deleted", "fetched_files",
+        #expect(Set(remote.keys) == ["remote", "provider", "listed", "new", "resumed", "changed", "deleted", "moved", "fetched_files",
                                      "fetched_bytes", "head_bytes", "heads_cached", "skipped", "failed", "unreadable_folders",
                                      "unmatched_paths", "budget"])
         #expect(remote["unmatched_paths"] as? [Any] != nil && (remote["unmatched_paths"] as? [Any])?.isEmpty == true)

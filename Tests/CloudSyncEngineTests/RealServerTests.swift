@@ -19,40 +19,10 @@ import TestSupport
                                                   ofItemAtPath: root.appendingPathComponent(path).path)
         }
 
-        // Output to files, not pipes: the server started in the background may inherit a pipe and keep it open.
-        let started = Process()
-        started.executableURL = try Paths.program("bash", package: "bash")
-        started.arguments = [Paths.startWebDAV.path, server, root.path]
-        let outFile = root.deletingLastPathComponent().appendingPathComponent(root.lastPathComponent + ".out")
-        let errFile = root.deletingLastPathComponent().appendingPathComponent(root.lastPathComponent + ".err")
-        defer { try? FileManager.default.removeItem(at: outFile); try? FileManager.default.removeItem(at: errFile) }
-        _ = FileManager.default.createFile(atPath: outFile.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errFile.path, contents: nil)
-        started.standardOutput = try FileHandle(forWritingTo: outFile)
-        started.standardError = try FileHandle(forWritingTo: errFile)
-        started.standardInput = FileHandle.nullDevice
-        try started.run()
-        // The script prints "PORT PID STATEDIR" and exits; its exit is not always observed by Foundation's
-        // Process on Linux once it has left a server behind, so wait for the line (or an error) instead.
-        var line = ""
-        let found = eventuallyBlocking(30) {
-            line = (try? String(contentsOf: outFile, encoding: .utf8)) ?? ""
-            let errors = (try? String(contentsOf: errFile, encoding: .utf8)) ?? ""
-            return line.hasSuffix("\n") || !errors.isEmpty
-        }
-        let errors = (try? String(contentsOf: errFile, encoding: .utf8)) ?? ""
-        try #require(found && line.hasSuffix("\n"), "start-webdav.sh \(server) did not start: \(errors)")
-        let fields = line.split(separator: " ").map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) }
-        let port = try #require(fields.first.flatMap { Int($0) }), pid = try #require(fields.dropFirst().first.flatMap { Int32($0) })
-        defer {
-            // The server leads its own session (setsid): stop its whole group. Apache may ignore SIGTERM
-            // here, so SIGKILL follows when the group is still there after 3 s.
-            kill(-pid, SIGTERM)
-            if !eventuallyBlocking(3, { kill(-pid, 0) != 0 }) { kill(-pid, SIGKILL) }
-            if fields.count > 2 { try? FileManager.default.removeItem(atPath: fields[2]) }
-        }
+        let server = try RealWebDAV.start(server, root: root)
+        defer { server.stop() }
 
-        let proxy = try FakeServer(arguments: ["--proxy-to", "http://127.0.0.1:\(port)"])
+        let proxy = try FakeServer(arguments: ["--proxy-to", "http://127.0.0.1:\(server.port)"])
         defer { proxy.stop() }
         let env = try Env(url: proxy.url)
         defer { env.cleanup() }
@@ -72,5 +42,41 @@ import TestSupport
         #expect(try proxy.stats()["get"] == 0, "the second pull fetched again: \(refetched)")
         #expect(try proxy.stats()["propfind"] ?? 0 > 0)
         try env.expectTracksEqual(library)
+    }
+
+    /// A person reorganising the library on the server: a folder renamed and a track moved into another folder. The
+    /// next pull renames them in the cache and downloads nothing (each server's ETag, made of size and mtime, stays
+    /// with a file that moves); tracks/ holds the same bytes at the new paths and no trace of the old folder.
+    @Test(arguments: ["rclone", "apache", "nginx"])
+    func tracksMovedOnTheServerAreRenamedNotFetchedAgain(server: String) throws {
+        let sizes = Library.hostileNames.enumerated().map { ($0.element, 1000 + $0.offset * 37_000) }
+        let root = try temporaryDirectory("real-move-\(server)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        var library = try Library.make(in: root, seed: 8, files: sizes)
+        for path in library.files.keys {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -7200)],
+                                                  ofItemAtPath: root.appendingPathComponent(path).path)
+        }
+        let server = try RealWebDAV.start(server, root: root, fresh: true)
+        defer { server.stop() }
+        let proxy = try FakeServer(arguments: ["--proxy-to", "http://127.0.0.1:\(server.port)"])
+        defer { proxy.stop() }
+        let env = try Env(url: proxy.url)
+        defer { env.cleanup() }
+        let first = try env.run(["pull"])
+        #expect(first.status == 0, "stderr: \(first.stderr)")
+
+        try library.move("Кино", to: "Кино (1988)")
+        try library.move("plain.mp3", to: "Deep/plain.mp3")
+        try proxy.reset()
+        let second = try env.run(["pull"])
+        #expect(second.status == 0, "stderr: \(second.stderr)")
+        #expect(second.stderr.contains("moved    lib/Кино/Группа крови/01 - Группа крови.mp3 → Кино (1988)/Группа крови/01 - Группа крови.mp3"),
+                "stderr: \(second.stderr)")
+        #expect(second.stderr.contains(", 2 moved; fetched 0 files"), "stderr: \(second.stderr)")
+        let fetched = try proxy.log().map(\.path)
+        #expect(fetched.isEmpty, "fetched again: \(fetched)")
+        try env.expectTracksEqual(library)
+        #expect(!FileManager.default.fileExists(atPath: env.tracks.appendingPathComponent("Кино").path))
     }
 }

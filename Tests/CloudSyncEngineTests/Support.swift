@@ -81,6 +81,21 @@ struct Library {
         files[path] = nil
     }
 
+    /// Moves the file or folder at `path` to `newPath` on the server's disk, as a server-side MOVE does: the same
+    /// bytes and modification times under the new name.
+    mutating func move(_ path: String, to newPath: String) throws {
+        let target = root.appendingPathComponent(newPath)
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o755])
+        guard rename(root.appendingPathComponent(path).path, target.path) == 0 else {
+            throw TestFailure("rename \(path) → \(newPath): \(String(cString: strerror(errno)))")
+        }
+        for (key, data) in files where key == path || key.hasPrefix(path + "/") {
+            files[key] = nil
+            files[newPath + key.dropFirst(path.count)] = data
+        }
+    }
+
     /// Seeded random files of the given sizes.
     static func make(in root: URL, seed: UInt64, files: [(String, Int)]) throws -> Library {
         var library = Library(root: root)
@@ -428,3 +443,51 @@ extension Fixture {
     }
 }
 
+/// A real WebDAV server (`Tests/servers/start-webdav.sh`: Debian's rclone, Apache mod_dav or nginx dav-ext) serving
+/// a folder under /dav/ with Basic auth demo/demo-pass. `stop()` ends it and removes its state.
+struct RealWebDAV {
+    let port: Int
+    private let pid: Int32
+    private let stateDirectory: String?
+
+    /// Starts `server` on `root`; `fresh`: rclone lists the folder afresh on every request (for a test that changes
+    /// it under the running server; Apache and nginx always do).
+    static func start(_ server: String, root: URL, fresh: Bool = false) throws -> RealWebDAV {
+        // Output to files, not pipes: the server started in the background may inherit a pipe and keep it open.
+        let started = Process()
+        started.executableURL = try Paths.program("bash", package: "bash")
+        started.arguments = [Paths.startWebDAV.path, server, root.path] + (fresh ? ["fresh"] : [])
+        let outFile = root.deletingLastPathComponent().appendingPathComponent(root.lastPathComponent + ".out")
+        let errFile = root.deletingLastPathComponent().appendingPathComponent(root.lastPathComponent + ".err")
+        defer { try? FileManager.default.removeItem(at: outFile); try? FileManager.default.removeItem(at: errFile) }
+        _ = FileManager.default.createFile(atPath: outFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errFile.path, contents: nil)
+        started.standardOutput = try FileHandle(forWritingTo: outFile)
+        started.standardError = try FileHandle(forWritingTo: errFile)
+        started.standardInput = FileHandle.nullDevice
+        try started.run()
+        // The script prints "PORT PID STATEDIR" and exits; its exit is not always observed by Foundation's
+        // Process on Linux once it has left a server behind, so wait for the line (or an error) instead.
+        var line = ""
+        let found = eventuallyBlocking(30) {
+            line = (try? String(contentsOf: outFile, encoding: .utf8)) ?? ""
+            let errors = (try? String(contentsOf: errFile, encoding: .utf8)) ?? ""
+            return line.hasSuffix("\n") || !errors.isEmpty
+        }
+        let errors = (try? String(contentsOf: errFile, encoding: .utf8)) ?? ""
+        guard found, line.hasSuffix("\n") else { throw TestFailure("start-webdav.sh \(server) did not start: \(errors)") }
+        let fields = line.split(separator: " ").map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) }
+        guard let port = fields.first.flatMap({ Int($0) }), let pid = fields.dropFirst().first.flatMap({ Int32($0) }) else {
+            throw TestFailure("start-webdav.sh \(server) printed '\(line)'")
+        }
+        return RealWebDAV(port: port, pid: pid, stateDirectory: fields.count > 2 ? fields[2] : nil)
+    }
+
+    func stop() {
+        // The server leads its own session (setsid): stop its whole group. Apache may ignore SIGTERM
+        // here, so SIGKILL follows when the group is still there after 3 s.
+        kill(-pid, SIGTERM)
+        if !eventuallyBlocking(3, { kill(-pid, 0) != 0 }) { kill(-pid, SIGKILL) }
+        if let stateDirectory { try? FileManager.default.removeItem(atPath: stateDirectory) }
+    }
+}

@@ -24,6 +24,9 @@ or a list of them:
   {"op": "add", "path": "/Music/new.mp3", "size": 10}      creates folders as needed
   {"op": "modify", "path": "/Music/a.mp3", "size": 12}     new rev and content (old rev stays downloadable)
   {"op": "delete", "path": "/Music/Folder", "children": false}   one `deleted` entry (plus children if true)
+  {"op": "move", "from": "/Music/A", "to": "/Music/B"}    a file or a folder with its contents: `deleted` for each
+                                                           old path, then each at its new path with its id, bytes,
+                                                           content_hash and client_modified, and a new rev
   {"op": "reset"}                                          every cursor answers 409 reset
   {"op": "expire_token"}                                   the current token answers expired_access_token
   {"op": "fail", "route": "files/list_folder/continue", "status": 429, "count": 1,
@@ -83,7 +86,7 @@ class State:
         self.fail = []
         self.log = fake_control.RequestLog()
         self.control = fake_control.Control({
-            "add": self.put_op, "modify": self.put_op, "delete": self.delete_op, "reset": self.reset_op,
+            "add": self.put_op, "modify": self.put_op, "delete": self.delete_op, "move": self.move_op, "reset": self.reset_op,
             "expire_token": self.expire_op, "fail": self.fail_op}, lock=self.lock)
         for folder in spec.get("folders", []):
             self.ensure_folder(folder)
@@ -98,6 +101,27 @@ class State:
     def delete_op(self, op):
         if not self.delete(op["path"], bool(op.get("children"))):
             raise KeyError(op["path"])
+
+    def move_op(self, op):
+        src, dst = op["from"].rstrip("/"), op["to"].rstrip("/")
+        lower = src.lower()
+        moving = sorted(k for k in self.entries if k == lower or k.startswith(lower + "/"))
+        if not moving:
+            raise KeyError(src)
+        olds = [self.entries[k] for k in moving]
+        for m in reversed(olds):
+            self.emit({".tag": "deleted", "name": m["name"], "path_lower": m["path_lower"], "path_display": m["path_display"]})
+            del self.entries[m["path_lower"]]
+        self.ensure_folder(parent_of(dst))
+        for m in olds:
+            path = dst + m["path_display"][len(src):]
+            meta = dict(m, name=path.rsplit("/", 1)[1], path_lower=path.lower(), path_display=path)
+            if m[".tag"] == "file":
+                rev = f"{0x5a0000000 + self.next_id():x}"
+                self.revs[rev] = self.revs[m["rev"]]
+                meta["rev"] = rev
+            self.entries[meta["path_lower"]] = meta
+            self.emit(meta)
 
     def reset_op(self, op):
         self.epoch += 1
