@@ -6,6 +6,12 @@ import Testing
 /// Tracks moved or renamed on the server keep their cached bytes: the real binary against the fakes (the WebDAV
 /// one with its ETags, Dropbox's change feed, Yandex's hashes). Real servers: `RealServerTests`.
 @Suite(.serialized) struct MoveTests {
+    /// What these tests read of a fake's request log: Dropbox's route, Yandex's download link.
+    struct Logged: Decodable {
+        var route: String?
+        var href_id: String?
+    }
+
     /// The `remotes[0]` object of `pull --json`.
     static func remoteReport(_ r: Env.Result) throws -> [String: Any] {
         let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
@@ -88,14 +94,13 @@ import Testing
         let one = try Data(contentsOf: env.tracks.appendingPathComponent("A/one.mp3"))
         let transport = try CurlTransport()
         try await fake.control([["op": "move", "from": "/A", "to": "/Albums/A (2001)"]], via: transport)
-        _ = try await transport.send(HTTPRequest(method: "POST", url: fake.baseURL().appendingPathComponent("_log/clear")))
+        try await fake.clearLog(via: transport)
 
         let pull = try env.run(["pull", "--json"])
         #expect(pull.status == 0, "stderr: \(pull.stderr)")
         let report = try Self.remoteReport(pull)
         #expect(report["moved"] as? Int == 2 && report["new"] as? Int == 0 && report["deleted"] as? Int == 0, "\(report)")
-        let log = try await transport.send(HTTPRequest(url: fake.baseURL().appendingPathComponent("_log")))
-        let routes = (try JSONSerialization.jsonObject(with: log.body) as? [[String: Any]] ?? []).compactMap { $0["route"] as? String }
+        let routes = try await fake.log(Logged.self, via: transport).compactMap(\.route)
         #expect(routes.contains("files/list_folder/continue"), "the change feed was read: \(routes)")
         #expect(!routes.contains("files/download"), "downloaded again: \(routes)")
         #expect(try Data(contentsOf: env.tracks.appendingPathComponent("Albums/A (2001)/one.mp3")) == one)
@@ -110,19 +115,17 @@ import Testing
             "files": [["path": "Music/A/one.mp3", "size": 40_000], ["path": "Music/B/two.flac", "size": 70_000]],
         ], portCount: 2)
         defer { fake.stop() }
-        let env = try Env(remoteLines: ["provider = \"yandex\"", "api_url = \"\(fake.baseURL())\"",
-                                        "access_token = \"test-access-token\""])
+        let env = try Env(remoteLines: Env.yandexLines(fake))
         defer { env.cleanup() }
         #expect(try env.run(["pull"]).status == 0)
         let transport = try CurlTransport()
         try await fake.control([["op": "move", "from": "Music/A/one.mp3", "to": "Music/Moved/one.mp3"]], via: transport)
-        _ = try await transport.send(HTTPRequest(method: "POST", url: fake.baseURL().appendingPathComponent("_log/clear")))
+        try await fake.clearLog(via: transport)
 
         let pull = try env.run(["pull", "--json"])
         #expect(pull.status == 0, "stderr: \(pull.stderr)")
         #expect(try Self.remoteReport(pull)["moved"] as? Int == 1, "stdout: \(pull.stdout)")
-        let log = try await transport.send(HTTPRequest(url: fake.baseURL().appendingPathComponent("_log")))
-        let downloads = (try JSONSerialization.jsonObject(with: log.body) as? [[String: Any]] ?? []).filter { $0["href_id"] != nil }
+        let downloads = try await fake.log(Logged.self, via: transport).filter { $0.href_id != nil }
         #expect(downloads.isEmpty, "downloaded again: \(downloads)")
         let index = try env.index()
         #expect(index["Music/Moved/one.mp3"]?["state"] as? String == "cached" && index["Music/A/one.mp3"] == nil, "\(index)")

@@ -83,8 +83,7 @@ import TestSupport
             "files": [["path": "Music/A/one.mp3", "size": 40_000], ["path": "Music/B/two.flac", "size": 70_000]],
         ], portCount: 2)
         defer { fake.stop() }
-        let env = try Env(remoteLines: ["provider = \"yandex\"", "api_url = \"\(fake.baseURL())\"",
-                                        "access_token = \"test-access-token\""])
+        let env = try Env(remoteLines: Env.yandexLines(fake))
         defer { env.cleanup() }
         let r = try env.run(["pull", "-v"])
         #expect(r.status == 0, "stderr: \(r.stderr)")

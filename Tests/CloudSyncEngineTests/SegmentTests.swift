@@ -241,8 +241,7 @@ import Testing
             "href_max_uses": maxUses,
         ], portCount: 2)
         defer { fake.stop() }
-        let env = try Env(remoteLines: ["provider = \"yandex\"", "api_url = \"\(fake.baseURL())\"",
-                                        "access_token = \"test-access-token\""], pull: Self.pull)
+        let env = try Env(remoteLines: Env.yandexLines(fake), pull: Self.pull)
         defer { env.cleanup() }
         let r = try env.run(["pull"])
         let track = env.tracks.appendingPathComponent("Music/Big/long.flac")

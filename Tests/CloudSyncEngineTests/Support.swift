@@ -123,6 +123,11 @@ struct Env {
         ["provider = \"webdav\"", "url = \"\(url)\"", "user = \"demo\"", "password = \"env:CLOUDSYNC_TEST_PASSWORD\""]
     }
 
+    /// The keys of a remote on the Yandex fake `fake` (its access token is `test-access-token`).
+    static func yandexLines(_ fake: PythonFake) -> [String] {
+        ["provider = \"yandex\"", "api_url = \"\(fake.baseURL())\"", "access_token = \"test-access-token\""]
+    }
+
     /// Writes a config whose remote `lib` has the keys `remoteLines` (any provider); `extra` is appended
     /// (more remotes).
     init(remoteLines: [String], checkpoint: String = "256KiB", cache: [String] = [], pull: [String] = [],

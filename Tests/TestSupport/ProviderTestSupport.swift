@@ -101,6 +101,12 @@ public final class PythonFake: @unchecked Sendable {
         return try JSONDecoder().decode([Entry].self, from: response.body)
     }
 
+    /// `POST /_log/clear` of the `port`-th server: the log starts again empty.
+    public func clearLog(port index: Int = 0, via transport: any Transport) async throws {
+        let response = try await transport.send(HTTPRequest(method: "POST", url: baseURL(port: index).appendingPathComponent("_log/clear")))
+        guard response.status == 200 || response.status == 204 else { throw TestSupportError("POST /_log/clear answered \(response.status)") }
+    }
+
     /// Reads `handle` up to the first newline or end of file. A watchdog kills `process` if no line has come
     /// within `timeout` seconds, which ends the read; that case throws.
     private static func firstLine(of handle: FileHandle, from process: Process, script: String,
