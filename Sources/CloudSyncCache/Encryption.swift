@@ -477,9 +477,7 @@ extension Cache {
         }
         if complete {
             // Like a promotion: the remote's mtime, then the rename over the track inside the index transaction.
-            let seconds = row.file.modified.timeIntervalSince1970, whole = seconds.rounded(.down)
-            var times = [timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9)),
-                         timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))]
+            var times = row.file.modified.fileTimes
             _ = futimens(target.fd, &times)
             var components = row.localPath.split(separator: "/").map(String.init)
             let leaf = components.popLast() ?? ""

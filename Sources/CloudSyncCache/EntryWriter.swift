@@ -977,10 +977,7 @@ public final class EntryWriter: Sendable {
     /// Gives the partial file the remote's modification time (before the rename: ``Cache/reconcilePromotions()``
     /// recognises a cut promotion by it). Nil when it worked.
     func setRemoteModificationTime() -> CacheError? {
-        let seconds = modified.timeIntervalSince1970
-        let whole = seconds.rounded(.down)
-        var times = [timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9)),
-                     timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))]
+        var times = modified.fileTimes
         return futimens(fd, &times) != 0 ? cache.fs.error("futimens", partialDisplay) : nil
     }
 

@@ -66,3 +66,14 @@ public struct FileIO: Sendable {
         }
     }()
 }
+
+extension Date {
+    /// This time for both the access and the modification time of `futimens(2)` and `utimensat(2)`, to the
+    /// nanosecond; a time no file system holds (not finite, beyond ±2^62 s) is clamped rather than trapping.
+    var fileTimes: [timespec] {
+        let seconds = timeIntervalSince1970.isFinite ? min(max(timeIntervalSince1970, -0x1p62), 0x1p62) : 0
+        let whole = seconds.rounded(.down)
+        let time = timespec(tv_sec: Int(whole), tv_nsec: min(Int((seconds - whole) * 1e9), 999_999_999))
+        return [time, time]
+    }
+}

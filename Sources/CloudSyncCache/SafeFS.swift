@@ -62,19 +62,13 @@ struct SafeFS: Sendable {
     func removeFile(_ relativePath: String, in base: Int32, keepingParents keep: Int) throws(CacheError) {
         let components = relativePath.split(separator: "/").map(String.init)
         guard let leaf = components.last else { return }
-        var fds: [Int32] = []
+        let (fds, failure) = openFolders(components.dropLast(), in: base)
         defer { for fd in fds { Glibc.close(fd) } }
-        var current = base
-        for component in components.dropLast() {
-            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            if next < 0 {
-                if errno == ENOENT { return }
-                throw error("open", relativePath)
-            }
-            fds.append(next)
-            current = next
+        if let failure {
+            if failure == ENOENT { return }
+            throw CacheError.system("open", errno: failure, path: relativePath, cacheRoot: rootPath)
         }
-        if unlinkat(current, leaf, 0) != 0, errno != ENOENT { throw error("unlink", relativePath) }
+        if unlinkat(fds.last ?? base, leaf, 0) != 0, errno != ENOENT { throw error("unlink", relativePath) }
         prune(components.dropLast(), opened: fds, in: base, keepingParents: keep)
     }
 
@@ -82,16 +76,21 @@ struct SafeFS: Sendable {
     /// but not including the first `keep` components. Quiet: a folder that is not empty or not there ends it.
     func pruneEmptyFolders(_ relativeFolder: String, in base: Int32, keepingParents keep: Int) {
         let components = relativeFolder.split(separator: "/").map(String.init)
-        var fds: [Int32] = []
+        let (fds, failure) = openFolders(components.dropLast(), in: base)
         defer { for fd in fds { Glibc.close(fd) } }
-        var current = base
-        for component in components.dropLast() {
-            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            if next < 0 { return }
+        if failure == nil { prune(components[...], opened: fds, in: base, keepingParents: keep) }
+    }
+
+    /// Opens the folders `components` below `base` one within the other, never following a link; stops at the first
+    /// that cannot be opened and returns its errno. The caller closes the descriptors (of the folders opened).
+    private func openFolders(_ components: ArraySlice<String>, in base: Int32) -> (fds: [Int32], failure: Int32?) {
+        var fds: [Int32] = []
+        for component in components {
+            let next = openat(fds.last ?? base, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0 { return (fds, errno) }
             fds.append(next)
-            current = next
         }
-        prune(components[...], opened: fds, in: base, keepingParents: keep)
+        return (fds, nil)
     }
 
     /// Removes the empty folders of the path `folders` (each of `opened` the descriptor of one of its folders, from

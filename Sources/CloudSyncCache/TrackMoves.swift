@@ -51,11 +51,9 @@ extension Cache {
 
         var folders: [String: Int32] = [:]
         defer { for fd in folders.values { Glibc.close(fd) } }
-        /// Renamed tracks, to undo after a failed commit: from (folder, leaf) to (folder, leaf).
-        var renamed: [(from: (Int32, String), to: (Int32, String))] = []
-        var touched: Set<String> = []
+        /// Renamed tracks, to undo after a failed commit.
+        var renamed: [RenamedTrack] = []
         var stalePartials: [String] = []
-        var pruned: [String] = []
         do throws(CacheError) {
             try withDatabase { db throws(CacheError) in
                 try db.withTransaction { () throws(CacheError) in
@@ -72,11 +70,7 @@ extension Cache {
                             try db.execute("RELEASE move")
                             results[index] = outcome.entry
                             if let stale = outcome.stalePartial { stalePartials.append(stale) }
-                            if let rename = outcome.renamed {
-                                renamed.append(rename.undo)
-                                touched.formUnion(rename.folders)
-                                pruned.append(rename.oldFolder)
-                            }
+                            if let track = outcome.renamed { renamed.append(track) }
                         } catch {
                             try db.execute("ROLLBACK TO move")
                             try db.execute("RELEASE move")
@@ -87,28 +81,25 @@ extension Cache {
                 }
             }
         } catch {
-            for undo in renamed.reversed() where renameat(undo.to.0, undo.to.1, undo.from.0, undo.from.1) != 0 {
-                logger.warning("tracks/…/\(undo.to.1) could not be moved back after a failed index update; the next "
-                    + "pull fetches it again")
-            }
+            for track in renamed.reversed() { track.undo(logger) }
             throw error
         }
         for name in stalePartials { removePartial(name) }
+        let touched = Set(renamed.flatMap { [$0.newFolderPath, $0.oldFolderPath] })
         let syncing = touched.sorted().compactMap { folder in folders[folder].map { (folder, $0) } }
         let failed = Mutex<[String]>([])
         SyncThreads.shared.run(syncing.count) { i in
             if fsync(syncing[i].1) != 0 { failed.withLock { $0.append(syncing[i].0) } }
         }
         for folder in failed.withLock({ $0 }).sorted() { logger.warning("fsync of the folder tracks/\(folder) failed") }
-        for folder in Set(pruned) { fs.pruneEmptyFolders(folder, in: tracksFD, keepingParents: 1) }
+        for folder in Set(renamed.map(\.oldFolderPath)) { fs.pruneEmptyFolders(folder, in: tracksFD, keepingParents: 1) }
         return results
     }
 
     /// One move inside ``move(remote:_:)``'s transaction (and a savepoint the caller rolls back on nil or a throw).
     private func moveRow(_ db: Database, id: Int64, remote: String, from: String, to file: RemoteFile,
                          folders: inout [String: Int32]) throws(CacheError)
-        -> (entry: MovedEntry, stalePartial: String?, renamed: (undo: (from: (Int32, String), to: (Int32, String)),
-                                                               folders: [String], oldFolder: String)?)? {
+        -> (entry: MovedEntry, stalePartial: String?, renamed: RenamedTrack?)? {
         // Read under the locks and the transaction: `cache clear` may have removed it meanwhile.
         guard let source = try db.first("SELECT \(IndexSchema.rowColumns) FROM files WHERE id = ?", [.int(id)], IndexRow.init),
               source.remote == remote, source.path == from, source.holdsBytes, source.file.size == file.size else { return nil }
@@ -122,7 +113,7 @@ extension Cache {
         // The entry's own collision key must not make its new name look taken (a rename that changes only case).
         try db.run("UPDATE files SET path_key = ? WHERE id = ?", [.text("\u{1}moving \(id)"), .int(id)])
         let (local, key) = try IndexSchema.localPath(db, remote: remote, path: file.path, rules: nameRules)
-        var renamed: (undo: (from: (Int32, String), to: (Int32, String)), folders: [String], oldFolder: String)?
+        var renamed: RenamedTrack?
         if (source.state == .complete || source.trackBytes > 0) && local != source.localPath {
             var components = source.localPath.split(separator: "/").map(String.init)
             let oldLeaf = components.popLast() ?? ""
@@ -141,12 +132,10 @@ extension Cache {
             // A track deleted from tracks/ by hand is left to the next pull's check (it is fetched again).
             guard faccessat(oldParent, oldLeaf, F_OK, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
             let (parent, leaf, folder) = try renameIntoTracks(from: oldParent, name: oldLeaf, localPath: local, folders: &folders)
-            renamed = ((from: (oldParent, oldLeaf), to: (parent, leaf)), [folder, oldFolder], oldFolder)
+            renamed = RenamedTrack(oldFolder: oldParent, oldName: oldLeaf, newFolder: parent, newName: leaf,
+                                   oldFolderPath: oldFolder, newFolderPath: folder)
             if source.file.fingerprint.modified != file.fingerprint.modified {
-                let seconds = file.modified.timeIntervalSince1970
-                let whole = seconds.rounded(.down)
-                var times = [timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9)),
-                             timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))]
+                var times = file.modified.fileTimes
                 _ = utimensat(parent, leaf, &times, AT_SYMLINK_NOFOLLOW)
             }
         }
@@ -161,7 +150,7 @@ extension Cache {
                       .text(IndexSchema.encodeHashes(file.hashes)), file.mimeType.map(SQLValue.text) ?? .null,
                       file.downloadHint.map(SQLValue.text) ?? .null, .int(id)])
         } catch {
-            if let undo = renamed?.undo { _ = renameat(undo.to.0, undo.to.1, undo.from.0, undo.from.1) }
+            renamed?.undo(logger)
             throw error
         }
         let complete = source.state == .complete
@@ -208,6 +197,24 @@ extension Cache {
                                               errno: ENOENT)
             }
             throw error
+        }
+    }
+}
+
+/// A track ``Cache/move(remote:_:)`` renamed: its old and new folder (open, and as paths under `tracks/`) and names.
+private struct RenamedTrack {
+    var oldFolder: Int32
+    var oldName: String
+    var newFolder: Int32
+    var newName: String
+    var oldFolderPath: String
+    var newFolderPath: String
+
+    /// Renames it back (its index update failed): `tracks/` never holds a file under a name the index does not know.
+    func undo(_ logger: Logger) {
+        if renameat(newFolder, newName, oldFolder, oldName) != 0 {
+            logger.warning("tracks/\(newFolderPath)/\(newName) could not be moved back after a failed index update; the "
+                + "next pull fetches it again")
         }
     }
 }
