@@ -56,7 +56,7 @@ enum CommandTree {
         stopped. One pull per remote runs at a time: a second one exits with code 75 unless --wait is given.
         """,
         options: remoteSelection + [
-            .flag("dry-run", "Show what would be moved, fetched and removed; change nothing (a cloud that cannot be reached is retried once)."),
+            .flag("dry-run", "Show what would be moved, fetched (within the cache budget) and removed; change nothing (a cloud that cannot be reached is retried once)."),
             .value("jobs", "N", "Files downloaded at once (default: pull.jobs, 4)."),
             .value("segments", "N", "Concurrent ranged requests per file of pull.segment_threshold (64MiB) or more, and for the parts of a start set (first bytes and tail at once); 1 = one request at a time per file (default: pull.segments, 4)."),
             .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),

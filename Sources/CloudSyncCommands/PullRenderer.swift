@@ -84,11 +84,17 @@ final class PullRenderer: Sendable {
                 console.out("would move               \(name)/\(TerminalText.escape(move.from)) → \(TerminalText.escape(move.to))\n")
             }
             for item in plan.fetch {
-                console.out("would fetch  \(ByteSize.format(item.missingBytes).leftPad(9))  \(name)/\(TerminalText.escape(item.file.path))\(item.changed ? "  (changed)" : "")\n")
+                let notes = [item.headOnly ? "head" : nil, item.changed ? "changed" : nil].compactMap { $0 }
+                console.out("would fetch  \(ByteSize.format(item.missingBytes).leftPad(9))  \(name)/\(TerminalText.escape(item.file.path))"
+                    + "\(notes.isEmpty ? "" : "  (\(notes.joined(separator: ", ")))")\n")
             }
             for path in plan.remove { console.out("would remove             \(name)/\(TerminalText.escape(path))\n") }
-            console.out("\(name): \(plan.fetch.count) to fetch (\(ByteSize.format(plan.fetchBytes))), "
-                + "\(plan.remove.count) to remove, \(plan.moved.isEmpty ? "" : "\(plan.moved.count) to move, ")\(plan.upToDate) up to date\n")
+            let heads = plan.fetch.count(where: \.headOnly)
+            let fetch = heads == 0 ? "\(plan.fetch.count) to fetch"
+                : "\(plan.fetch.count - heads) to fetch and the heads of \(counted(heads, "more track", "more tracks"))"
+            console.out("\(name): \(fetch) (\(ByteSize.format(plan.fetchBytes))), \(plan.remove.count) to remove, "
+                + "\(plan.moved.isEmpty ? "" : "\(plan.moved.count) to move, ")\(plan.upToDate) up to date"
+                + "\(plan.leftOut > 0 ? ", \(plan.leftOut) left out by the budget" : "")\n")
         case .scheduled(let remote, let files, let headsOnly, let bytes):
             // The budget decides what is really fetched: the totals of the progress frame come from here.
             let upToDate = state.withLock { s -> Int in

@@ -111,19 +111,26 @@ public struct Sync: Sendable {
             report.deleted = keptDeletions.count
             plan.remove = []
         }
-        events(.planned(remote: remote, plan: plan))
         let budget = CacheBudget(cache: cache, settings: options.budget, logger: logger)
         let removing = Set(plan.remove.map { RemotePath(remote: remote, path: $0) })
         if options.dryRun {
-            let (cachePlan, tracks) = try budget.plan(removing: removing, extra: unindexedTracks(plan))
+            // What the pull would fetch is the plan fitted into the budget, as the pull fits it: over the index as
+            // the pull would record the listing.
+            let (unrecorded, replaced) = try unrecordedTracks(plan)
+            let (cachePlan, tracks) = try budget.plan(removing: removing.union(replaced), extra: unrecorded)
+            let schedule = ScheduledFetch(remote: remote, cachePlan, tracks, candidates: Self.candidates(plan))
+            schedule.count(plan, into: &report)
+            let fitted = schedule.applied(to: plan)
+            events(.planned(remote: remote, plan: fitted))
             let reduction = try budget.reduce(to: cachePlan, tracks: tracks, dryRun: true)
             report.budget = BudgetSummary(cachePlan, reduction: reduction)
             report.budget?.limitedByDisk = cachePlan.budget < options.budget.maxSize
-            report.plan = DryRunPlan(plan, reduced: reduction.items)
+            report.plan = DryRunPlan(fitted, reduced: reduction.items)
             events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
             return report
         }
 
+        events(.planned(remote: remote, plan: plan))
         var reduction = try await fetchWithinBudget(plan, budget: budget, removing: removing, into: &report)
         for path in plan.remove {
             let removal = try cache.remove(remote: remote, path: path)
@@ -159,19 +166,27 @@ public struct Sync: Sendable {
         return report
     }
 
-    /// Tracks of a dry run's plan that the index does not know yet (nothing was recorded), for planning.
-    private func unindexedTracks(_ plan: SyncPlan) -> [PlanningTrack] {
+    /// A dry run's files as a pull would record them, for planning (the dry run records nothing): those the
+    /// index does not know, and those it holds in another version — with no byte cached, the older version's
+    /// complete track still held until the new one replaces it. `replaced`: the index rows of the latter, which
+    /// the planning leaves out.
+    private func unrecordedTracks(_ plan: SyncPlan) throws -> (tracks: [PlanningTrack], replaced: Set<RemotePath>) {
         var extra: [PlanningTrack] = []
+        var replaced: Set<RemotePath> = []
         var next: Int64 = -1
-        for item in plan.fetch where item.missingBytes == item.file.size {
-            guard (try? cache.entry(remote: remote, path: item.file.path)) == .some(nil) else { continue }
-            let now = Date().timeIntervalSince1970
-            extra.append(PlanningTrack(id: next, remote: remote, path: item.file.path, size: item.file.size,
+        let now = Date().timeIntervalSince1970
+        for item in plan.fetch where item.firstSeen || item.versionChanged {
+            var outdated: Int64 = 0
+            if item.versionChanged, let entry = try cache.entry(remote: remote, path: item.file.path) {
+                outdated = entry.state == .complete ? entry.file.size : entry.outdatedTrackBytes
+                replaced.insert(RemotePath(remote: remote, path: item.file.path))
+            }
+            extra.append(PlanningTrack(id: next, remote: remote, path: item.file.path, size: item.file.size, outdatedBytes: outdated,
                                        startBytes: options.budget.estimate(item.file.size, item.file.path, item.file.mimeType),
                                        startSetKnown: false, added: now, modified: item.file.modified.timeIntervalSince1970))
             next -= 1
         }
-        return extra
+        return (extra, replaced)
     }
 
     /// Lists the remote, plans, fills the report's counts and (unless a dry run) records the listing in the
@@ -183,15 +198,6 @@ public struct Sync: Sendable {
         if options.delete { try applyMoves(to: &plan) }
         report.moved = plan.moved.count
         report.listed = survey.present.count
-        for item in plan.fetch {
-            if item.changed {
-                report.changed += 1
-            } else if item.missingBytes == item.file.size {
-                report.new += 1
-            } else {
-                report.resumed += 1
-            }
-        }
         report.deleted = plan.remove.count
         report.skipped = plan.upToDate
         report.unreadableFolders = survey.unreadableFolders
@@ -251,6 +257,7 @@ public struct Sync: Sendable {
             }
             var resumed = item
             resumed.missingBytes = item.file.size - bytes
+            resumed.firstSeen = false
             return resumed
         }
     }
@@ -410,9 +417,9 @@ public struct Sync: Sendable {
             case .same(complete: false, let present):
                 plan.fetch.append(.init(file: file, missingBytes: file.size - present, changed: outdated.contains(file.path)))
             case .changed(let wasComplete):
-                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: wasComplete))
+                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: wasComplete, versionChanged: true))
             case .new:
-                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: false))
+                plan.fetch.append(.init(file: file, missingBytes: file.size, changed: false, firstSeen: true))
             }
         }
     }
@@ -456,9 +463,7 @@ public struct Sync: Sendable {
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                                   segments: options.segments, segmentThreshold: options.segmentThreshold,
                                   events: events, logger: logger, transferSlots: options.jobs)
-        // Where each candidate is in `plan.fetch`, by path: indexes, not a copy of every `RemoteFile` (31 MiB at
-        // 100,000 tracks).
-        let candidates = Dictionary(plan.fetch.indices.map { (plan.fetch[$0].file.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let candidates = Self.candidates(plan)
         // What the rounds came to; the files they ended are not tried again.
         var tally = FetchTally()
         /// This remote's candidates with `target` at least `level`, in priority order: each as its index in `tracks`
@@ -498,7 +503,9 @@ public struct Sync: Sendable {
         while true {
             let (cachePlan, tracks) = try budget.plan(removing: removing)
             if !scheduled {
-                events(Self.scheduled(remote: remote, cachePlan, tracks, candidates: candidates))
+                let schedule = ScheduledFetch(remote: remote, cachePlan, tracks, candidates: candidates)
+                events(.scheduled(remote: remote, files: schedule.files, headsOnly: schedule.headsOnly, bytes: schedule.bytes))
+                schedule.count(plan, into: &report)
                 scheduled = true
             }
             let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent && !tried.contains($0.path) }
@@ -554,25 +561,10 @@ public struct Sync: Sendable {
         return reduction
     }
 
-    /// What the budget lets this pull fetch of `candidates` (the listing's plan): whole tracks planned complete,
-    /// and the missing part of the start set of tracks planned as heads only (estimated where not analysed yet).
-    static func scheduled(remote: String, _ cachePlan: CachePlan, _ tracks: [PlanningTrack],
-                          candidates: [String: Int]) -> SyncEvent {
-        var files = 0, heads = 0
-        var bytes: Int64 = 0
-        for track in tracks where track.remote == remote && candidates[track.path] != nil && !track.complete {
-            switch cachePlan.target(track.id) {
-            case .complete:
-                files += 1
-                bytes = bytes.addingSaturating(max(0, track.size - track.partialBytes))
-            case .head where !track.headPresent:
-                heads += 1
-                bytes = bytes.addingSaturating(max(0, min(track.size, track.startBytes) - track.partialBytes))
-            case .head, .none:
-                break
-            }
-        }
-        return .scheduled(remote: remote, files: files, headsOnly: heads, bytes: bytes)
+    /// Where each file of `plan.fetch` is in it, by path: indexes, not a copy of every `RemoteFile` (31 MiB at
+    /// 100,000 tracks).
+    static func candidates(_ plan: SyncPlan) -> [String: Int] {
+        Dictionary(plan.fetch.indices.map { (plan.fetch[$0].file.path, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set

@@ -91,6 +91,13 @@ public struct SyncPlan: Sendable {
         public var missingBytes: Int64
         /// The file was cached before in another version.
         public var changed: Bool
+        /// The index did not know the file before this listing.
+        public var firstSeen = false
+        /// The index held another version of the file (recording the listing drops its cached bytes).
+        public var versionChanged = false
+        /// A dry run's plan fitted into the budget: only the start set is fetched (`missingBytes` is what it lacks,
+        /// estimated where not analysed yet).
+        public var headOnly = false
     }
 
     public var fetch: [Item] = []
@@ -101,6 +108,9 @@ public struct SyncPlan: Sendable {
     public var moved: [TrackMove] = []
     /// Files already complete and unchanged.
     public var upToDate: Int = 0
+    /// A dry run's plan fitted into the budget: listed files not complete of which the pull fetches nothing (the
+    /// budget keeps them out, or their head is all it keeps and that is cached).
+    public var leftOut: Int = 0
 
     public var fetchBytes: Int64 { fetch.reduce(0) { $0.addingSaturating($1.missingBytes) } }
 }
@@ -160,9 +170,11 @@ public struct SyncReport: Sendable, Codable {
     public var remote: String
     public var provider: String
     public var listed = 0
+    /// Files the index did not know before this listing, or knew with no byte cached and this pull fetches (a
+    /// track an earlier pull's budget left out, or one it did not reach, is not new again on every pull).
     public var new = 0
     /// Files partly cached before this pull (an interrupted download, a head kept under the budget) that it
-    /// went on to fetch; neither new nor changed.
+    /// goes on to fetch; neither new nor changed.
     public var resumed = 0
     public var changed = 0
     public var deleted = 0
@@ -267,6 +279,8 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
         public var bytes: Int64
         /// Cached before in another version.
         public var changed: Bool
+        /// Only the start set would be fetched (the budget keeps the rest out); `bytes` is what it lacks.
+        public var head: Bool
     }
 
     /// A cached track the budget would shrink to its head (`action` "head") or evict ("evicted"); any remote.
@@ -285,10 +299,14 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
     public var move: [TrackMove]
     public var reduce: [Reduce]
     public var upToDate: Int
+    /// Listed files not complete of which nothing would be fetched: the budget keeps them out (or keeps only their
+    /// head, which is cached).
+    public var leftOut: Int
 
     enum CodingKeys: String, CodingKey {
         case fetch, remove, move, reduce
         case upToDate = "up_to_date"
+        case leftOut = "left_out"
         case fetchBytes = "fetch_bytes"
         case removeCount = "remove_count"
         case fetchCount = "fetch_count"
@@ -299,11 +317,13 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
     public var fetchBytes: Int64 { fetch.reduce(0) { $0.addingSaturating($1.bytes) } }
 
     public init(_ plan: SyncPlan, reduced: [ReductionReport.Item]) {
-        fetch = plan.fetch.map { Fetch(path: $0.file.path, size: $0.file.size, bytes: $0.missingBytes, changed: $0.changed) }
+        fetch = plan.fetch.map { Fetch(path: $0.file.path, size: $0.file.size, bytes: $0.missingBytes, changed: $0.changed,
+                                       head: $0.headOnly) }
         remove = plan.remove
         move = plan.moved
         reduce = reduced.map { Reduce(remote: $0.remote, path: $0.path, action: $0.action, bytes: $0.bytes) }
         upToDate = plan.upToDate
+        leftOut = plan.leftOut
     }
 
     public init(from decoder: any Decoder) throws {
@@ -313,6 +333,7 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
         move = try c.decodeIfPresent([TrackMove].self, forKey: .move) ?? []
         reduce = try c.decode([Reduce].self, forKey: .reduce)
         upToDate = try c.decode(Int.self, forKey: .upToDate)
+        leftOut = try c.decodeIfPresent(Int.self, forKey: .leftOut) ?? 0
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -322,6 +343,7 @@ public struct DryRunPlan: Sendable, Codable, Hashable {
         try c.encode(move, forKey: .move)
         try c.encode(reduce, forKey: .reduce)
         try c.encode(upToDate, forKey: .upToDate)
+        try c.encode(leftOut, forKey: .leftOut)
         try c.encode(fetchBytes, forKey: .fetchBytes)
         try c.encode(fetch.count, forKey: .fetchCount)
         try c.encode(remove.count, forKey: .removeCount)

@@ -61,6 +61,9 @@ import Testing
             #expect(Set(states.keys).isSubset(of: ["head", "cached"]), "run \(run): states \(states)")
             #expect((states["cached"] ?? 0) >= 1, "run \(run): nothing complete: \(states)")
             #expect(try Self.held(fixture.env) <= Self.budget, "run \(run): over budget")
+            // The summary counts what this pull found: the tracks the budget leaves out are new once, not on every pull.
+            #expect(r.stderr.contains(run == 1 ? "lib: 30 listed, 30 new, 0 changed" : "lib: 30 listed, 0 new, 0 changed"),
+                    "run \(run): \(r.stderr)")
             if run == 1 {
                 let heads = rows.reduce(Int64(0)) { $0 + (($1["head_bytes"] as? NSNumber)?.int64Value ?? 0) }
                 #expect(served <= Self.budget + heads, "the first pull transferred \(served) bytes")
@@ -81,6 +84,53 @@ import Testing
         #expect(remotes.count == 1)
         #expect((remotes[0]["missing"] as? NSNumber)?.intValue == 0)
         #expect(((remotes[0]["head"] as? NSNumber)?.intValue ?? 0) + ((remotes[0]["complete"] as? NSNumber)?.intValue ?? 0) == 30)
+    }
+
+    /// `pull --dry-run` says what the pull then fetches: the plan fitted into the budget (heads marked, the tracks
+    /// the budget leaves out counted, not listed), the same files and bytes the pull reports; once the pull is
+    /// done, a dry run has nothing to fetch.
+    @Test func dryRunSaysWhatThePullFetches() throws {
+        let fixture = try Fixture(seed: 84, files: Self.files(count: 10), cache: [#"max_size = "12MiB""#, #"min_free = "0""#],
+                                  pull: Self.pull)
+        defer { fixture.cleanup() }
+        // The first dry run plans heads at an estimate: it lists whole tracks and heads, and leaves nothing out.
+        let first = try fixture.env.run(["pull", "--dry-run"])
+        #expect(first.status == 0, "stderr: \(first.stderr)")
+        let lines = first.stdout.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("would fetch") && $0.hasSuffix("  (head)") }, "stdout: \(first.stdout)")
+        #expect(lines.contains { $0.hasPrefix("would fetch") && !$0.hasSuffix(")") }, "stdout: \(first.stdout)")
+        #expect(lines.contains { $0.hasPrefix("lib: ") && $0.contains(" to fetch and the heads of ") }, "stdout: \(first.stdout)")
+        #expect(try fixture.server.stats()["get"] == 0)
+        #expect(try fixture.env.run(["pull"]).status == 0)
+
+        // Start sets known: pin two head-only tracks. The dry run names exactly what the pull fetches.
+        let heads = try Self.rows(fixture.env).filter { $0["state"] as? String == "head" }.compactMap { $0["path"] as? String }.sorted()
+        try #require(heads.count >= 4, "heads: \(heads)")
+        for path in heads.prefix(2) { #expect(try fixture.env.run(["cache", "pin", "lib/\(path)"]).status == 0) }
+        func plan(_ r: Env.Result) throws -> [String: Any] {
+            let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+            return try #require((object?["remotes"] as? [[String: Any]])?.first)
+        }
+        let dry = try plan(fixture.env.run(["pull", "--dry-run", "--json"]))
+        let planned = try #require(dry["plan"] as? [String: Any])
+        let fetch = try #require(planned["fetch"] as? [[String: Any]])
+        #expect(fetch.compactMap { $0["path"] as? String } == Array(heads.prefix(2)), "\(planned)")
+        #expect(fetch.allSatisfy { $0["head"] as? Bool == false }, "\(planned)")
+        #expect(planned["left_out"] as? Int == heads.count - 2, "\(planned)")
+        #expect(dry["resumed"] as? Int == 2 && dry["new"] as? Int == 0, "\(dry)")
+        let text = try fixture.env.run(["pull", "--dry-run"]).stdout
+        #expect(text.contains("lib: 2 to fetch ("), "stdout: \(text)")
+        #expect(text.contains(" left out by the budget"), "stdout: \(text)")
+
+        let pulled = try plan(fixture.env.run(["pull", "--json"]))
+        #expect(pulled["fetched_files"] as? Int == 2, "\(pulled)")
+        #expect((pulled["fetched_bytes"] as? NSNumber)?.int64Value == (planned["fetch_bytes"] as? NSNumber)?.int64Value,
+                "the pull fetched \(pulled["fetched_bytes"] ?? "?") bytes, the dry run said \(planned["fetch_bytes"] ?? "?")")
+        #expect(pulled["resumed"] as? Int == 2 && pulled["new"] as? Int == 0, "\(pulled)")
+
+        let after = try #require(try plan(fixture.env.run(["pull", "--dry-run", "--json"]))["plan"] as? [String: Any])
+        #expect(after["fetch_count"] as? Int == 0 && (after["left_out"] as? Int ?? 0) > 0, "\(after)")
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
     }
 
     /// A dry run prints the plan and fetches nothing; a lowered budget shrinks the cache at the next
