@@ -9,6 +9,14 @@ import Foundation
 struct CacheCommand {
     let context: CommandContext
 
+    /// What `cache status` says of a library bigger than the budget, from the plan over the index.
+    private func fits(_ plan: CachePlan, limitedByDisk: Bool) -> String {
+        if plan.allHeadsFit { return " (it does not fit: every track keeps its head, the most recently played are complete)" }
+        return " (it does not fit, nor do its heads: \(counted(plan.noneCount, "track has", "tracks have")) none; the heads "
+            + "alone need about \(ByteSize.format(plan.headsBytes)): \(limitedByDisk ? "free disk space" : "raise cache.max_size to that") "
+            + "for every track to start at once)"
+    }
+
     func run(_ sub: String) throws -> ExitCode {
         let setup = Setup(context: context)
         let config = try setup.configuration()
@@ -28,6 +36,8 @@ struct CacheCommand {
             let limit = try budget.budget(held: s.bytesPresent)
             let free = try cache.freeDiskBytes()
             let floor = budget.freeFloor
+            // What fits: the plan over the index (start sets not analysed yet at their estimate).
+            let plan = s.libraryBytes > limit ? try budget.plan().0 : nil
             if context.json {
                 let remotes: [[String: Any]] = s.remotes.map {
                     ["remote": $0.remote, "tracks": $0.tracks, "complete": $0.complete, "head": $0.headOnly,
@@ -38,6 +48,7 @@ struct CacheCommand {
                     "pinned": s.pinned, "bytes": s.bytesPresent, "max_size": config.cache.maxSize,
                     "budget": limit, "min_free": config.cache.minFree, "free_disk": free,
                     "library_bytes": s.libraryBytes, "max_age_s": config.cache.maxAge ?? NSNull(), "remotes": remotes,
+                    "heads_fit": plan?.allHeadsFit ?? true, "heads_bytes": plan?.headsBytes ?? NSNull(),
                 ]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 console.out(String(decoding: data, as: UTF8.self) + "\n")
@@ -48,7 +59,7 @@ struct CacheCommand {
                 keeps \(ByteSize.format(floor)) of the disk free\(floor > config.cache.minFree ? " for its index" : ""), \
                 \(ByteSize.format(free)) free now)
                 used:     \(ByteSize.format(s.bytesPresent)) for a library of \(ByteSize.format(s.libraryBytes))\
-                \(s.libraryBytes > limit ? " (it does not fit: every track keeps its head, the most recently played are complete)" : "")
+                \(plan.map { fits($0, limitedByDisk: limit < config.cache.maxSize) } ?? "")
                 tracks:   \(s.entries) (\(s.complete) complete, \(s.pinned) pinned)
                 max age:  \(config.cache.maxAge.map { "tracks unused for \(Int($0 / 86400)) days keep only their heads" } ?? "off")
 

@@ -93,6 +93,9 @@ public struct CachePlan: Sendable {
     public var pinnedOverBudget: Bool
     /// Every track's head fits (else some tracks get no head, in reverse priority order).
     public var allHeadsFit: Bool
+    /// The budget every track's head needs (pinned tracks complete): what `cache.max_size` must reach for every
+    /// track to start at once. Start sets not analysed yet count at their estimate (about twice the real size).
+    public var headsBytes: Int64 = 0
 
     public func target(_ id: Int64) -> TrackTarget { targets[id] ?? .none }
 
@@ -136,7 +139,9 @@ public enum Planner {
         var allHeadsFit = true
         var headed: [PlanningTrack] = []
         headed.reserveCapacity(ordered.count)
+        var heads = used
         for track in ordered where !track.pinned {
+            heads = sum(heads, track.startBytes)
             if allHeadsFit, sum(used, track.startBytes) <= budget {
                 used = sum(used, track.startBytes)
                 targets[track.id] = track.headIsWhole ? .complete : .head
@@ -157,7 +162,7 @@ public enum Planner {
             }
         }
         return CachePlan(budget: budget, targets: targets, order: ordered.map(\.id), plannedBytes: used,
-                         libraryBytes: library, pinnedOverBudget: pinnedOverBudget, allHeadsFit: allHeadsFit)
+                         libraryBytes: library, pinnedOverBudget: pinnedOverBudget, allHeadsFit: allHeadsFit, headsBytes: heads)
     }
 
     /// Pinned first; then played most recently, added most recently (by day), modified most recently; then

@@ -237,6 +237,8 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
     public var headOnly: Int
     /// Tracks with no byte kept (their heads did not fit).
     public var none: Int
+    /// The budget every track's head needs (``CachePlan/headsBytes``; estimated where not analysed yet).
+    public var headsBytes: Int64 = 0
     /// Tracks reduced to make room (or to respect a lowered budget), and the bytes that left the disk.
     public var reduced: Int
     public var freedBytes: Int64
@@ -250,6 +252,7 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
         case plannedBytes = "planned_bytes"
         case libraryBytes = "library_bytes"
         case headOnly = "head_only"
+        case headsBytes = "heads_bytes"
         case freedBytes = "freed_bytes"
         case pinnedOverBudget = "pinned_over_budget"
     }
@@ -261,6 +264,7 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
         complete = plan.completeCount
         headOnly = plan.headOnlyCount
         none = plan.noneCount
+        headsBytes = plan.headsBytes
         reduced = reduction?.items.count ?? 0
         freedBytes = reduction?.freedBytes ?? 0
         pinnedOverBudget = plan.pinnedOverBudget

@@ -133,6 +133,37 @@ import Testing
         try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
     }
 
+    /// When even the heads do not fit, the pull and `cache status` say how big a budget starts every track at
+    /// once; a `cache.max_size` of that size does.
+    @Test func whenTheHeadsDoNotFitTheBudgetThatDoesIsNamed() throws {
+        let fixture = try Fixture(seed: 85, files: Self.files(count: 20), cache: [#"max_size = "1MiB""#, #"min_free = "0""#],
+                                  pull: Self.pull)
+        defer { fixture.cleanup() }
+        let first = try fixture.env.run(["pull"])
+        #expect(first.status == 0, "stderr: \(first.stderr)")
+        #expect(first.stderr.contains(" tracks without a head (the heads alone need about "), "stderr: \(first.stderr)")
+        #expect(first.stderr.contains("raise cache.max_size to that for every track to start at once)"), "stderr: \(first.stderr)")
+        let text = try fixture.env.run(["cache", "status"]).stdout
+        #expect(text.contains("(it does not fit, nor do its heads: "), "stdout: \(text)")
+        func status() throws -> [String: Any] {
+            try JSONSerialization.jsonObject(with: Data(fixture.env.run(["cache", "status", "--json"]).stdout.utf8)) as? [String: Any] ?? [:]
+        }
+        let before = try status()
+        #expect(before["heads_fit"] as? Bool == false, "\(before)")
+        let heads = try #require((before["heads_bytes"] as? NSNumber)?.int64Value)
+        #expect(heads > 1 << 20 && heads < Int64(20 * (4 << 20)), "heads \(heads)")
+
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: ["max_size = \"\(heads)\"", #"min_free = "0""#],
+                              pull: Self.pull)
+        let second = try fixture.env.run(["pull"])
+        #expect(second.status == 0, "stderr: \(second.stderr)")
+        #expect(!second.stderr.contains("without a head"), "stderr: \(second.stderr)")
+        let after = try status()
+        #expect(after["heads_fit"] as? Bool == true, "\(after)")
+        let rows = try Self.rows(fixture.env)
+        #expect(rows.count == 20 && rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") }, "\(rows)")
+    }
+
     /// A dry run prints the plan and fetches nothing; a lowered budget shrinks the cache at the next
     /// `cache evict`, lowest priority first, keeping every head.
     @Test func dryRunAndALoweredBudget() throws {

@@ -123,6 +123,11 @@ import Testing
                 }
             }
             #expect(held == plan.plannedBytes, "seed \(s)")
+            // headsBytes is the budget that fits every head: it does, and anything less does not.
+            let heads = tracks.reduce(Int64(0)) { $0 + ($1.pinned ? $1.size : $1.startBytes) }
+            #expect(plan.headsBytes == heads, "seed \(s)")
+            #expect(plan.allHeadsFit == (budget >= heads), "seed \(s)")
+            #expect(Planner.plan(tracks, budget: heads).allHeadsFit, "seed \(s)")
 
             let more = Planner.plan(tracks, budget: budget + Int64.random(in: 0 ... 50 << 20, using: &random))
             #expect(more.completeCount >= plan.completeCount, "seed \(s)")
