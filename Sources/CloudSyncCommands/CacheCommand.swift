@@ -9,11 +9,26 @@ import Foundation
 struct CacheCommand {
     let context: CommandContext
 
+    /// What `cache pin` warns of once the pins are in the plan: pinned tracks over the budget, or other tracks
+    /// left without a head. nil when every head still fits.
+    private func pinWarning(_ plan: CachePlan) -> String? {
+        if plan.pinnedOverBudget {
+            return "pinned tracks alone need more than the budget of \(ByteSize.format(plan.budget)): pulls keep them complete "
+                + "all the same, and no other track keeps a byte; unpin some ('cloudsync cache unpin PATH') or raise cache.max_size"
+        }
+        guard !plan.allHeadsFit else { return nil }
+        return "with the pinned tracks complete, \(counted(plan.noneCount, "track has", "tracks have")) no room for a head (a budget of "
+            + "about \(ByteSize.format(plan.headsBytes)) fits every head): those need the network to start; unpin some or raise cache.max_size"
+    }
+
     /// What `cache status` says of a library bigger than the budget, from the plan over the index.
     private func fits(_ plan: CachePlan, limitedByDisk: Bool) -> String {
+        if plan.pinnedOverBudget {
+            return " (it does not fit, nor do the pinned tracks alone: they are kept complete, no other track keeps a byte)"
+        }
         if plan.allHeadsFit { return " (it does not fit: every track keeps its head, the most recently played are complete)" }
-        return " (it does not fit, nor do its heads: \(counted(plan.noneCount, "track has", "tracks have")) none; the heads "
-            + "alone need about \(ByteSize.format(plan.headsBytes)): \(limitedByDisk ? "free disk space" : "raise cache.max_size to that") "
+        return " (it does not fit, nor do its heads: \(counted(plan.noneCount, "track has", "tracks have")) none; a budget of "
+            + "about \(ByteSize.format(plan.headsBytes)) fits every head: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that") "
             + "for every track to start at once)"
     }
 
@@ -131,6 +146,10 @@ struct CacheCommand {
                 }
                 let shown = path.split(separator: "/").joined(separator: "/")
                 if !quiet { console.out("\(sub == "pin" ? "pinned" : "unpinned") \(counted(matches.count, "track")) under \(TerminalText.escape(shown.hasPrefix(remote + "/") || shown == remote ? shown : "\(remote)/\(shown)"))\n") }
+            }
+            // Pins come first in the budget: say so when they push other tracks' heads out.
+            if sub == "pin", let warning = pinWarning(try budget(config, cache).plan().0) {
+                console.err("cloudsync: warning: \(warning)\n")
             }
         case "clear":
             let remote = context.arguments.value("remote")

@@ -173,7 +173,7 @@ final class PullRenderer: Sendable {
             : "library \(ByteSize.format(s.libraryBytes)) within budget \(ByteSize.format(s.budget)): "
         line += "\(tracks(s.complete)) complete, \(s.headOnly) \(s.headOnly == 1 ? "head" : "heads") only"
         if s.none > 0 {
-            line += ", \(tracks(s.none)) without a head (the heads alone need about \(ByteSize.format(s.headsBytes)): "
+            line += ", \(tracks(s.none)) without a head (a budget of about \(ByteSize.format(s.headsBytes)) fits every head: "
                 + "\(s.limitedByDisk ? "free disk space" : "raise cache.max_size to that") for every track to start at once)"
         }
         if s.pinnedOverBudget { line += "; pinned tracks alone exceed the budget" }
