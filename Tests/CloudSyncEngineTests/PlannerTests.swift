@@ -100,6 +100,20 @@ import Testing
         }
     }
 
+    /// `tracks` once `plan` is reached: every target fetched or shrunk to, every start set analysed.
+    static func reached(_ tracks: [PlanningTrack], _ plan: CachePlan) -> [PlanningTrack] {
+        tracks.map { t -> PlanningTrack in
+            var r = t
+            r.startSetKnown = true
+            switch plan.target(t.id) {
+            case .complete: r.complete = true; r.partialBytes = 0; r.headPresent = true
+            case .head: r.complete = false; r.partialBytes = t.startBytes; r.headPresent = true
+            case .none: r.complete = false; r.partialBytes = 0; r.headPresent = false
+            }
+            return r
+        }
+    }
+
     /// Every plan keeps within the budget (pinned aside), keeps pinned tracks complete, and gives a track a
     /// whole copy only with its head; more budget never means fewer complete tracks; planning again over the
     /// state a plan reaches gives the same targets.
@@ -134,17 +148,7 @@ import Testing
             #expect(more.completeCount + more.headOnlyCount >= plan.completeCount + plan.headOnlyCount, "seed \(s)")
 
             // The state the plan reaches, planned again (start sets now known), changes nothing.
-            let reached = tracks.map { t -> PlanningTrack in
-                var r = t
-                r.startSetKnown = true
-                switch plan.target(t.id) {
-                case .complete: r.complete = true; r.partialBytes = 0; r.headPresent = true
-                case .head: r.complete = false; r.partialBytes = t.startBytes; r.headPresent = true
-                case .none: r.complete = false; r.partialBytes = 0; r.headPresent = false
-                }
-                return r
-            }
-            let again = Planner.plan(reached, budget: budget)
+            let again = Planner.plan(Self.reached(tracks, plan), budget: budget)
             #expect(again.targets == plan.targets, "seed \(s)")
         }
     }

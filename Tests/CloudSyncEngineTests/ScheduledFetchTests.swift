@@ -153,16 +153,7 @@ import Testing
             let firstSeenLeftOut = plan.fetch.indices.count { i in plan.fetch[i].firstSeen && !schedule.items.contains { $0.file == i } }
             #expect(report.new + report.resumed + report.changed == schedule.items.count + firstSeenLeftOut, "seed \(s)")
 
-            let reached = tracks.map { t -> PlanningTrack in
-                var r = t
-                r.startSetKnown = true
-                switch cachePlan.target(t.id) {
-                case .complete: r.complete = true; r.partialBytes = 0; r.headPresent = true
-                case .head: r.complete = false; r.partialBytes = t.startBytes; r.headPresent = true
-                case .none: r.complete = false; r.partialBytes = 0; r.headPresent = false
-                }
-                return r
-            }
+            let reached = PlannerTests.reached(tracks, cachePlan)
             let again = ScheduledFetch(remote: "a", Planner.plan(reached, budget: budget), reached, candidates: Sync.candidates(plan))
             #expect(again.items.isEmpty, "seed \(s): after the pull, \(again.items.count) files still scheduled")
         }
