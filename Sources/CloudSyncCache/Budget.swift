@@ -65,6 +65,43 @@ extension Cache {
         }
     }
 
+    /// `remote`'s entries whose start set was computed under another policy than `policy` (the engine's key;
+    /// `legacy`: the policy taken for start sets recorded before policies were), in path order, each with whether
+    /// it holds bytes (from which the start set can be derived again).
+    public func startSetsOfOtherPolicies(remote: String, policy: String, legacy: String)
+        throws(CacheError) -> [(path: String, holdsBytes: Bool)] {
+        try withDatabase { db throws(CacheError) in
+            try db.query("""
+                SELECT path, state = 2 OR present_bytes > 0 FROM files
+                WHERE remote = ? AND start_set IS NOT NULL AND coalesce(start_policy, ?) != ?
+                ORDER BY path
+                """, [.text(remote), .text(legacy), .text(policy)]) { (path: $0.text(0), holdsBytes: $0.int(1) != 0) }
+        }
+    }
+
+    /// Forgets the start sets of `remote`'s `paths` (the tags read from them stay): each is analysed again
+    /// when next fetched as a head, or planned at an estimate until then. One transaction; an entry another
+    /// writer holds is left as it is. Returns the paths forgotten.
+    public func forgetStartSets(remote: String, paths: [String]) throws(CacheError) -> [String] {
+        var forgotten: [String] = []
+        var locks: [EntryLock] = []
+        defer { withExtendedLifetime(locks) {} }
+        try withDatabase { db throws(CacheError) in
+            try db.withTransaction { () throws(CacheError) in
+                for path in paths {
+                    guard let id = try db.first("SELECT id FROM files WHERE remote = ? AND path = ?", [.text(remote), .text(path)],
+                                                { $0.int(0) }),
+                          let lock = try EntryLock.tryAcquire(cache: self, id: id, wait: false) else { continue }
+                    locks.append(lock)
+                    try db.run("UPDATE files SET start_set = NULL, start_bytes = 0, head = 0, start_policy = NULL WHERE id = ?",
+                               [.int(id)])
+                    forgotten.append(path)
+                }
+            }
+        }
+        return forgotten
+    }
+
     /// Bytes the cache holds on disk: complete tracks, partials' present bytes, older versions awaiting
     /// replacement. Summed in checked arithmetic (a hostile index size never traps).
     public func heldBytes() throws(CacheError) -> Int64 {

@@ -315,6 +315,8 @@ public final class EntryWriter: Sendable {
         /// The tags (the engine's JSON) and duration read from the start set.
         var tags: String?
         var duration: Double?
+        /// The engine's key of the policy the start set was computed under.
+        var startPolicy: String?
         var unsaved = Unsaved()
     }
 
@@ -894,11 +896,13 @@ public final class EntryWriter: Sendable {
     /// that covers the start set marks the entry `head`. Written like ``setValidator(_:)``: with the next commit,
     /// the promotion, a flush or ``close()``, at once for a complete entry. Throws `.changed` if the remote file
     /// changed (for a complete entry; otherwise that next write does).
-    public func setStartSet(_ ranges: ByteRanges, tags: String?, duration: Double?) throws(CacheError) {
+    /// `policy`: the engine's key of the policy it was computed under (a pull under another derives it again).
+    public func setStartSet(_ ranges: ByteRanges, tags: String?, duration: Double?, policy: String? = nil) throws(CacheError) {
         try durable.withLock { (d: inout Durable) throws(CacheError) in
             d.startSet = ranges.intersection(ByteRanges(0 ..< size))
             d.tags = tags
             d.duration = duration
+            d.startPolicy = policy
             d.unsaved.startSet = true
             d.unsaved.version += 1
             if d.completed || d.closed { try saveUnsaved(&d) }
@@ -1098,9 +1102,10 @@ public final class EntryWriter: Sendable {
         }
         if d.unsaved.startSet {
             let ranges = d.startSet ?? ByteRanges()
-            out.assignments += ", start_set = ?, start_bytes = ?, tags = ?, duration = ?"
+            out.assignments += ", start_set = ?, start_bytes = ?, tags = ?, duration = ?, start_policy = ?"
             out.values += [ranges.isEmpty ? .null : .blob(ranges.encoded), .int(ranges.byteCount),
-                           d.tags.map(SQLValue.text) ?? .null, d.duration.map(SQLValue.real) ?? .null]
+                           d.tags.map(SQLValue.text) ?? .null, d.duration.map(SQLValue.real) ?? .null,
+                           d.startPolicy.map(SQLValue.text) ?? .null]
         }
         return out
     }

@@ -76,6 +76,11 @@ enum IndexSchema {
             value TEXT NOT NULL
         );
         """,
+        // 6: the start-set policy each start set was computed under (the engine's key of `pull.head_first` and
+        // `pull.head_seconds`), so a pull under another policy derives it again. NULL: computed before this column.
+        """
+        ALTER TABLE files ADD COLUMN start_policy TEXT;
+        """,
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {
@@ -171,7 +176,7 @@ enum IndexSchema {
             try db.run("""
                 UPDATE files SET provider_id = ?, modified = ?, hashes = ?, mime = ?, download_hint = ?,
                     size = ?, modified_s = ?, revision = ?, generation = generation + 1, state = 0, ranges = NULL,
-                    present_bytes = 0, start_set = NULL, start_bytes = 0, head = 0, tags = NULL, duration = NULL,
+                    present_bytes = 0, start_set = NULL, start_policy = NULL, start_bytes = 0, head = 0, tags = NULL, duration = NULL,
                     validator = NULL, gone = 0, added = ?
                 WHERE id = ?
                 """, metadata + [.int(fp.size), .int(fp.modified), .text(fp.revision), .real(Date().timeIntervalSince1970),

@@ -11,6 +11,17 @@ enum StartSets {
         StartSetPolicy(headSeconds: headSeconds, minimumAudioBytes: headBytes)
     }
 
+    /// The index's key of the policy of `headBytes` and `headSeconds`: each start set is recorded with it, and a
+    /// pull under another policy derives the start sets again (``rederive(remote:cache:options:logger:)``).
+    static func policyKey(headBytes: Int64, headSeconds: Double) -> String {
+        "audio>=\(max(0, headBytes))B,\(headSeconds.isFinite ? max(0, headSeconds) : 0)s"
+    }
+
+    /// The policy of start sets recorded before policies were: the defaults (512 KiB, 10 s).
+    static let legacyPolicyKey = policyKey(headBytes: 512 << 10, headSeconds: 10)
+
+    static func policyKey(_ options: SyncOptions) -> String { policyKey(headBytes: options.headBytes, headSeconds: options.headSeconds) }
+
     /// Start-set bytes of a track not analysed yet, for the planner.
     static func estimator(headBytes: Int64, headSeconds: Double) -> @Sendable (Int64, String, String?) -> Int64 {
         let policy = policy(headBytes: headBytes, headSeconds: headSeconds)
@@ -40,7 +51,7 @@ enum StartSets {
                     round += 1
                     continue
                 case .done(let found):
-                    try record(found, in: job.writer)
+                    try record(found, in: job.writer, options: options)
                     if found.isFallback {
                         logger.debug("\(job.file.path): structure not recognised; its start set is its first and last bytes")
                     }
@@ -55,21 +66,60 @@ enum StartSets {
     /// Computes the start set (and tags) of a complete track from its local file: no network.
     static func analyseLocally(_ writer: EntryWriter, options: SyncOptions) throws {
         guard writer.startSet == nil else { return }
+        _ = try analysePresent(writer, options: options)
+    }
+
+    /// Analyses the track from the bytes its entry holds (no network) and records the start set under `options`'
+    /// policy; false when the analysis needs bytes the entry does not hold (nothing is recorded).
+    private static func analysePresent(_ writer: EntryWriter, options: SyncOptions) throws -> Bool {
         let policy = policy(headBytes: options.headBytes, headSeconds: options.headSeconds)
         let bytes = WriterBytes(writer: writer)
         for round in 0 ... max(0, policy.maxRounds) {
             if case .done(let found) = StartSetAnalyzer.analyze(bytes, name: writer.path, mimeType: nil, policy: policy,
                                                                 round: round) {
-                try record(found, in: writer)
-                return
+                try record(found, in: writer, options: options)
+                return true
             }
         }
+        return false
     }
 
-    /// Records `found` with its tags (JSON of ``TrackInfo``) and duration.
-    private static func record(_ found: StartSet, in writer: EntryWriter) throws {
+    /// Derives again, from the bytes the cache holds, the start sets of `remote`'s tracks computed under another
+    /// policy (`pull.head_first` or `pull.head_seconds` changed): a smaller start set is then what the budget keeps
+    /// (the rest of a head is shrunk by the plan), a bigger one is fetched as a head. A start set that cannot be
+    /// derived from what is held (no bytes, its structure not all there) is forgotten: analysed when next fetched.
+    /// Entries another process is writing keep theirs until a later pull. Returns how many were derived again.
+    static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger) throws -> Int {
+        let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: policyKey(options), legacy: legacyPolicyKey)
+        guard !stale.isEmpty else { return 0 }
+        logger.info("\(remote): deriving the start sets of \(stale.count == 1 ? "1 track" : "\(stale.count) tracks") again for "
+            + "pull.head_first \(ByteSize.format(options.headBytes)) and pull.head_seconds \(options.headSeconds)")
+        var derived = 0
+        var forget: [String] = []
+        for entry in stale {
+            guard entry.holdsBytes else {
+                forget.append(entry.path)
+                continue
+            }
+            do {
+                let writer = try cache.openWriter(remote: remote, path: entry.path, wait: false)
+                defer { writer.close() }
+                if try analysePresent(writer, options: options) { derived += 1 } else { forget.append(entry.path) }
+            } catch let error as CacheError where error.code == .busy {
+                logger.debug("\(remote):\(entry.path): being written by another process; its start set is derived again later")
+            } catch {
+                logger.info("\(remote):\(entry.path): could not derive its start set again (\(error)); it is analysed when next fetched")
+                forget.append(entry.path)
+            }
+        }
+        if !forget.isEmpty { _ = try cache.forgetStartSets(remote: remote, paths: forget) }
+        return derived
+    }
+
+    /// Records `found` with its tags (JSON of ``TrackInfo``), duration and the key of `options`' policy.
+    private static func record(_ found: StartSet, in writer: EntryWriter, options: SyncOptions) throws {
         try writer.setStartSet(found.ranges, tags: found.info.isEmpty ? nil : found.info.json,
-                               duration: found.info.durationSeconds)
+                               duration: found.info.durationSeconds, policy: policyKey(options))
     }
 }
 

@@ -175,6 +175,49 @@ import Testing
         #expect(none.status == 0 && !none.stderr.contains("warning"), "stderr: \(none.stderr)")
     }
 
+    /// Start sets follow `pull.head_first` / `pull.head_seconds`: smaller ones are derived from the cached bytes
+    /// and the heads shrink (room for more complete tracks, nothing fetched for it); bigger ones are fetched. The
+    /// next pull under the same settings derives nothing; every byte claimed is the source's.
+    @Test func startSetsFollowTheHeadSettings() throws {
+        let fixture = try Fixture(seed: 86, files: Self.files(count: 12), cache: Self.cacheLines, pull: [#"head_first = "512KiB""#])
+        defer { fixture.cleanup() }
+        func heads() throws -> [Int64] {
+            try Self.rows(fixture.env).map { ($0["head_bytes"] as? NSNumber)?.int64Value ?? -1 }
+        }
+        func pull(headFirst: String) throws -> (stderr: String, report: [String: Any]) {
+            try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: Self.cacheLines,
+                                  pull: ["head_first = \"\(headFirst)\"", "head_seconds = 1"])
+            let r = try fixture.env.run(["pull", "--json"])
+            #expect(r.status == 0, "stderr: \(r.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+            return (r.stderr, try #require((object?["remotes"] as? [[String: Any]])?.first))
+        }
+        let first = try pull(headFirst: "512KiB")
+        let big = try heads()
+        let completeBefore = try #require(first.report["budget"] as? [String: Any])["complete"] as? Int ?? -1
+
+        let smaller = try pull(headFirst: "64KiB")
+        #expect(smaller.stderr.contains("deriving the start sets of 12 tracks again"), "stderr: \(smaller.stderr)")
+        let small = try heads()
+        #expect(zip(small, big).allSatisfy { $0 < $1 }, "heads \(big) → \(small)")
+        #expect((smaller.report["head_bytes"] as? NSNumber)?.int64Value == 0, "a smaller head fetched bytes: \(smaller.report)")
+        let completeAfter = try #require(smaller.report["budget"] as? [String: Any])["complete"] as? Int ?? -1
+        #expect(completeAfter > completeBefore, "complete \(completeBefore) → \(completeAfter)")
+        #expect(try Self.held(fixture.env) <= Self.budget)
+        let rows = try Self.rows(fixture.env)
+        #expect(rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") }, "\(rows)")
+
+        let again = try pull(headFirst: "64KiB")
+        #expect(!again.stderr.contains("deriving"), "stderr: \(again.stderr)")
+        #expect(again.report["fetched_bytes"] as? Int == 0, "\(again.report)")
+
+        let bigger = try pull(headFirst: "512KiB")
+        #expect(bigger.stderr.contains("deriving the start sets of 12 tracks again"), "stderr: \(bigger.stderr)")
+        #expect(try heads() == big)
+        #expect(((bigger.report["head_bytes"] as? NSNumber)?.int64Value ?? 0) > 0, "\(bigger.report)")
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+    }
+
     /// A dry run prints the plan and fetches nothing; a lowered budget shrinks the cache at the next
     /// `cache evict`, lowest priority first, keeping every head.
     @Test func dryRunAndALoweredBudget() throws {

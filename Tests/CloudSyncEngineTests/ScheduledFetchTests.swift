@@ -159,3 +159,15 @@ import Testing
         }
     }
 }
+
+/// The index's key of a start-set policy (`StartSets.policyKey`).
+@Suite struct StartSetPolicyKeyTests {
+    /// Start sets recorded before policies were count as the defaults': a cache from then, pulled with the
+    /// defaults, derives nothing again.
+    @Test func legacyStartSetsCountAsTheDefaults() {
+        #expect(StartSets.legacyPolicyKey == StartSets.policyKey(SyncOptions()))
+        #expect(StartSets.policyKey(SyncOptions(headBytes: 128 << 10)) != StartSets.policyKey(SyncOptions()))
+        #expect(StartSets.policyKey(SyncOptions(headSeconds: 3)) != StartSets.policyKey(SyncOptions()))
+        #expect(StartSets.policyKey(headBytes: 1, headSeconds: .nan) == StartSets.policyKey(headBytes: 1, headSeconds: 0))
+    }
+}
