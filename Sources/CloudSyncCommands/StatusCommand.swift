@@ -1,6 +1,7 @@
 import CloudSyncCache
 import CloudSyncConfig
 import CloudSyncCore
+import CloudSyncEngine
 import Foundation
 
 /// `cloudsync status`: "is my music ready?" on one screen, from the index and the kernel's lock table only
@@ -29,10 +30,12 @@ struct StatusCommand {
                 counts: byName[name], run: runs[name], puller: cache.pullLockHolder(remote: name))
         }
         let serves = cache.serveHolders()
+        // Whether every head fits: the plan over the index (only for a library bigger than the budget).
+        let plan = status.libraryBytes > limit ? try setup.budget(config, cache: cache).plan().0 : nil
         if context.json {
-            context.console.out(try json(rows: rows, serves: serves, status: status, limit: limit, free: free, config: config))
+            context.console.out(try json(rows: rows, serves: serves, status: status, limit: limit, free: free, plan: plan, config: config))
         } else {
-            context.console.out(text(rows: rows, serves: serves, status: status, limit: limit, free: free))
+            context.console.out(text(rows: rows, serves: serves, status: status, limit: limit, free: free, plan: plan))
         }
         return .ok
     }
@@ -52,7 +55,7 @@ struct StatusCommand {
         }
     }
 
-    private func text(rows: [Row], serves: [LockHolder], status: CacheStatus, limit: Int64, free: Int64) -> String {
+    private func text(rows: [Row], serves: [LockHolder], status: CacheStatus, limit: Int64, free: Int64, plan: CachePlan?) -> String {
         var out = "cache \(status.root.path): \(ByteSize.format(status.bytesPresent)) used of a \(ByteSize.format(limit)) budget, "
             + "\(ByteSize.format(free)) free on its disk\n"
         var tracks = 0, instant = 0
@@ -86,11 +89,16 @@ struct StatusCommand {
         for serve in serves { out += "serve         \(serve.detail.isEmpty ? "running" : serve.detail) (pid \(serve.pid))\n" }
         if serves.isEmpty { out += "serve         not running\n" }
         out += "ready         \(instant) of \(counted(tracks, "track")) start at once offline"
-            + (tracks > instant ? "; \(tracks - instant) \(tracks - instant == 1 ? "needs" : "need") the network" : "") + "\n"
-        return out
+        if tracks > instant {
+            out += "; \(tracks - instant) \(tracks - instant == 1 ? "needs" : "need") the network"
+            if let plan, !plan.allHeadsFit {
+                out += " (the heads do not all fit the budget: a cache.max_size of about \(ByteSize.format(plan.headsBytes)) fits every head)"
+            }
+        }
+        return out + "\n"
     }
 
-    private func json(rows: [Row], serves: [LockHolder], status: CacheStatus, limit: Int64, free: Int64,
+    private func json(rows: [Row], serves: [LockHolder], status: CacheStatus, limit: Int64, free: Int64, plan: CachePlan?,
                       config: Configuration) throws -> String {
         var tracks = 0, instant = 0
         let remotes: [[String: Any]] = rows.map { row in
@@ -119,7 +127,8 @@ struct StatusCommand {
         }
         let object: [String: Any] = [
             "cache": ["path": status.root.path, "bytes": status.bytesPresent, "budget": limit,
-                      "max_size": config.cache.maxSize, "free_disk": free, "library_bytes": status.libraryBytes],
+                      "max_size": config.cache.maxSize, "free_disk": free, "library_bytes": status.libraryBytes,
+                      "heads_fit": plan?.allHeadsFit ?? true, "heads_bytes": plan?.headsBytes ?? NSNull()] as [String: Any],
             "remotes": remotes,
             "serves": serves.map { ["pid": Int($0.pid), "url": $0.detail] },
             "ready": ["tracks": tracks, "instant": instant, "need_network": tracks - instant],
