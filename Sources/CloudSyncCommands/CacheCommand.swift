@@ -27,9 +27,8 @@ struct CacheCommand {
             return " (it does not fit, nor do the pinned tracks alone: they are kept complete, no other track keeps a byte)"
         }
         if plan.allHeadsFit { return " (it does not fit: every track keeps its head, the most recently played are complete)" }
-        return " (it does not fit, nor do its heads: \(counted(plan.noneCount, "track has", "tracks have")) none; a budget of "
-            + "about \(ByteSize.format(plan.headsBytes)) fits every head: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that") "
-            + "for every track to start at once)"
+        return " (it does not fit, nor do its heads: \(counted(plan.noneCount, "track has", "tracks have")) none; "
+            + "\(headsAdvice(plan.headsBytes, limitedByDisk: limitedByDisk)))"
     }
 
     func run(_ sub: String) throws -> ExitCode {

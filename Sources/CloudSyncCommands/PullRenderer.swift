@@ -172,10 +172,7 @@ final class PullRenderer: Sendable {
             ? "library \(ByteSize.format(s.libraryBytes)) > budget \(ByteSize.format(s.budget)): "
             : "library \(ByteSize.format(s.libraryBytes)) within budget \(ByteSize.format(s.budget)): "
         line += "\(tracks(s.complete)) complete, \(s.headOnly) \(s.headOnly == 1 ? "head" : "heads") only"
-        if s.none > 0 {
-            line += ", \(tracks(s.none)) without a head (a budget of about \(ByteSize.format(s.headsBytes)) fits every head: "
-                + "\(s.limitedByDisk ? "free disk space" : "raise cache.max_size to that") for every track to start at once)"
-        }
+        if s.none > 0 { line += ", \(tracks(s.none)) without a head (\(headsAdvice(s.headsBytes, limitedByDisk: s.limitedByDisk)))" }
         if s.pinnedOverBudget { line += "; pinned tracks alone exceed the budget" }
         if s.libraryExceedsBudget && !after { line += "; pin what you want offline" }
         return line
@@ -235,6 +232,13 @@ final class PullRenderer: Sendable {
     private func clearLive() {
         if live { console.showFrame([]) }
     }
+}
+
+/// What a library whose heads do not all fit the budget needs (`pull`, `cache status`, `status` say it alike):
+/// `headsBytes` is ``CachePlan/headsBytes``.
+func headsAdvice(_ headsBytes: Int64, limitedByDisk: Bool) -> String {
+    "a budget of about \(ByteSize.format(headsBytes)) fits every head: "
+        + "\(limitedByDisk ? "free disk space" : "raise cache.max_size to that") for every track to start at once"
 }
 
 /// `1 file`, `2 files`: a count with the word in its singular or plural form.

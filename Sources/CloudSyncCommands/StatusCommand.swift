@@ -35,7 +35,7 @@ struct StatusCommand {
         if context.json {
             context.console.out(try json(rows: rows, serves: serves, status: status, limit: limit, free: free, plan: plan, config: config))
         } else {
-            context.console.out(text(rows: rows, serves: serves, status: status, limit: limit, free: free, plan: plan))
+            context.console.out(text(rows: rows, serves: serves, status: status, limit: limit, free: free, plan: plan, config: config))
         }
         return .ok
     }
@@ -55,7 +55,8 @@ struct StatusCommand {
         }
     }
 
-    private func text(rows: [Row], serves: [LockHolder], status: CacheStatus, limit: Int64, free: Int64, plan: CachePlan?) -> String {
+    private func text(rows: [Row], serves: [LockHolder], status: CacheStatus, limit: Int64, free: Int64, plan: CachePlan?,
+                      config: Configuration) -> String {
         var out = "cache \(status.root.path): \(ByteSize.format(status.bytesPresent)) used of a \(ByteSize.format(limit)) budget, "
             + "\(ByteSize.format(free)) free on its disk\n"
         var tracks = 0, instant = 0
@@ -92,7 +93,7 @@ struct StatusCommand {
         if tracks > instant {
             out += "; \(tracks - instant) \(tracks - instant == 1 ? "needs" : "need") the network"
             if let plan, !plan.allHeadsFit {
-                out += " (the heads do not all fit the budget: a cache.max_size of about \(ByteSize.format(plan.headsBytes)) fits every head)"
+                out += " (the heads do not all fit: \(headsAdvice(plan.headsBytes, limitedByDisk: limit < config.cache.maxSize)))"
             }
         }
         return out + "\n"

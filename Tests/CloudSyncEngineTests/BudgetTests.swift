@@ -146,7 +146,7 @@ import Testing
         let text = try fixture.env.run(["cache", "status"]).stdout
         #expect(text.contains("(it does not fit, nor do its heads: "), "stdout: \(text)")
         let ready = try fixture.env.run(["status"]).stdout
-        #expect(ready.contains("(the heads do not all fit the budget: a cache.max_size of about "), "stdout: \(ready)")
+        #expect(ready.contains("(the heads do not all fit: a budget of about "), "stdout: \(ready)")
         func status() throws -> [String: Any] {
             try JSONSerialization.jsonObject(with: Data(fixture.env.run(["cache", "status", "--json"]).stdout.utf8)) as? [String: Any] ?? [:]
         }
