@@ -191,7 +191,10 @@ final class PullRenderer: Sendable {
         line += "\(report.changed) changed, \(report.deleted) deleted"
         if report.moved > 0 { line += ", \(report.moved) moved" }
         line += "; "
-        line += "fetched \(counted(report.fetchedFiles, "file")) (\(ByteSize.format(report.fetchedBytes))) in \(String(format: "%.1f", elapsed)) s"
+        // Heads kept without their tails are fetched too (their bytes are in fetched_bytes): said, or the bytes
+        // of a pull that fetched only heads read as bytes of no file.
+        let heads = report.headsCached > 0 ? " and \(counted(report.headsCached, "head"))" : ""
+        line += "fetched \(counted(report.fetchedFiles, "file"))\(heads) (\(ByteSize.format(report.fetchedBytes))) in \(String(format: "%.1f", elapsed)) s"
         line += report.failed.isEmpty ? "" : "; \(report.failed.count) failed"
         if !report.unreadableFolders.isEmpty {
             // Every one is named: they are what a person has to look at (their new tracks were not fetched).
