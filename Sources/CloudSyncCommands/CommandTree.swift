@@ -61,8 +61,9 @@ enum CommandTree {
             .value("segments", "N", "Concurrent ranged requests per file of pull.segment_threshold (64MiB) or more, and for the parts of a start set (first bytes and tail at once); 1 = one request at a time per file (default: pull.segments, 4)."),
             .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
-            .optionalValue("head-first", "SIZE", "First fetch the first SIZE of every track so each can start at once, then the rest (default SIZE: "
-                + "pull.head_first, 512KiB). '--head-first 1MiB' works too: an argument that reads as a size is taken as SIZE, not PATH.",
+            .optionalValue("head-first", "SIZE", "At least SIZE of audio in every track's start set, fetched before whole tracks so each can start at once "
+                + "(default SIZE: pull.head_first, 512KiB); cached tracks' start sets follow it. '--head-first 1MiB' works too: "
+                + "an argument that reads as a size is taken as SIZE, not PATH.",
                 takesNext: { ByteSize.parse($0) != nil }),
             .flag("refetch", "Drop the cached bytes of the PATHs first, so they are downloaded again (needs PATH)."),
             .flag("wait", "Wait for another pull of the same remote to finish instead of exiting with code 75 (Ctrl-C or SIGTERM stops waiting: 130, 143)."),
