@@ -10,10 +10,16 @@ struct FetchTally: Sendable {
     var fetchedFiles = 0
     var fetchedBytes: Int64 = 0
     var headBytes: Int64 = 0
-    var headsCached = 0
     var failed: [SyncReport.Failure] = []
     /// Files completed or failed: no later round of the pull tries them again.
     var finished: Set<String> = []
+    /// Files whose head was cached and that did not complete in the rounds tallied here (a head fetched in the
+    /// heads' round and completed in the tails' counts as a file, not also as a head).
+    private(set) var heads: Set<String> = []
+    private var completed: Set<String> = []
+
+    /// Heads cached by the rounds, of files that did not complete.
+    var headsCached: Int { heads.count }
 
     mutating func record(_ path: String, _ result: FileResult) {
         switch result {
@@ -21,23 +27,28 @@ struct FetchTally: Sendable {
             fetchedFiles += 1
             fetchedBytes += fetched
             finished.insert(path)
+            completed.insert(path)
+            heads.remove(path)
         case .failed(let message, let code):
             failed.append(.init(path: path, error: message, exitCode: code))
             finished.insert(path)
         case .headCached(let fetched):
             fetchedBytes += fetched
             headBytes += fetched
-            headsCached += 1
+            if !completed.contains(path) { heads.insert(path) }
         }
     }
 
+    /// Adds the tally of a later round.
     mutating func add(_ other: FetchTally) {
         fetchedFiles += other.fetchedFiles
         fetchedBytes += other.fetchedBytes
         headBytes += other.headBytes
-        headsCached += other.headsCached
         failed += other.failed
         finished.formUnion(other.finished)
+        completed.formUnion(other.completed)
+        heads.formUnion(other.heads)
+        heads.subtract(completed)
     }
 
     /// Adds the counts to `report`; failures in path order (completion order depends on the network).

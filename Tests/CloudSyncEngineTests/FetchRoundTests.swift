@@ -139,4 +139,20 @@ import Testing
         #expect(!round.leave())
         #expect(round.leave())
     }
+
+    /// A head fetched in the heads' round of a file the tails' round completes counts as a file, not also as a
+    /// head; a head whose file failed later stays a head; bytes count once each.
+    @Test func aHeadCompletedLaterCountsAsAFile() {
+        var heads = FetchTally()
+        for path in ["a", "b", "c"] { heads.record(path, .headCached(fetched: 10)) }
+        var tails = FetchTally()
+        tails.record("a", .completed(fetched: 90, verifiedWith: nil))
+        tails.record("b", .failed(message: "cut", exitCode: .partialFailure))
+        heads.add(tails)
+        #expect(heads.headsCached == 2 && heads.heads == ["b", "c"])
+        #expect(heads.fetchedFiles == 1 && heads.fetchedBytes == 120 && heads.headBytes == 30)
+        var report = SyncReport(remote: "r", provider: "webdav")
+        heads.apply(to: &report)
+        #expect(report.headsCached == 2 && report.fetchedFiles == 1 && report.failed.map(\.path) == ["b"])
+    }
 }
