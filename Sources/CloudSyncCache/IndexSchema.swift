@@ -81,6 +81,16 @@ enum IndexSchema {
         """
         ALTER TABLE files ADD COLUMN start_policy TEXT;
         """,
+        // 7: where tracks moved on the remote went (`Cache.move`), so `serve` redirects a player's old URL.
+        """
+        CREATE TABLE moves(
+            remote    TEXT NOT NULL,
+            from_path TEXT NOT NULL,
+            to_path   TEXT NOT NULL,
+            moved     REAL NOT NULL,
+            PRIMARY KEY(remote, from_path)
+        );
+        """,
     ]
 
     static func migrate(_ db: Database) throws(CacheError) {

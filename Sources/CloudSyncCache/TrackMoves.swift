@@ -67,6 +67,7 @@ extension Cache {
                                 try db.execute("RELEASE move")
                                 continue
                             }
+                            try Self.recordMove(db, remote: remote, from: move.from, to: move.to.path)
                             try db.execute("RELEASE move")
                             results[index] = outcome.entry
                             if let stale = outcome.stalePartial { stalePartials.append(stale) }
@@ -94,6 +95,31 @@ extension Cache {
         for folder in failed.withLock({ $0 }).sorted() { logger.warning("fsync of the folder tracks/\(folder) failed") }
         for folder in Set(renamed.map(\.oldFolderPath)) { fs.pruneEmptyFolders(folder, in: tracksFD, keepingParents: 1) }
         return results
+    }
+
+    /// How long a move is remembered for ``movedPath(remote:from:)``: a playlist saved since plays on.
+    static let movesKept: TimeInterval = 365 * 86_400
+
+    /// Records that `from` went to `to` (inside the move's savepoint): moves that led to `from` now lead to `to`,
+    /// none leads from a path that holds an entry again, and moves older than ``movesKept`` go.
+    private static func recordMove(_ db: Database, remote: String, from: String, to: String) throws(CacheError) {
+        let now = Date().timeIntervalSince1970
+        try db.run("UPDATE moves SET to_path = ? WHERE remote = ? AND to_path = ?", [.text(to), .text(remote), .text(from)])
+        try db.run("INSERT OR REPLACE INTO moves(remote, from_path, to_path, moved) VALUES(?, ?, ?, ?)",
+                   [.text(remote), .text(from), .text(to), .real(now)])
+        try db.run("DELETE FROM moves WHERE remote = ? AND (from_path = ? OR from_path = to_path)", [.text(remote), .text(to)])
+        try db.run("DELETE FROM moves WHERE moved < ?", [.real(now - movesKept)])
+    }
+
+    /// Where the track that was at `path` on `remote` went when it moved on the remote (``move(remote:_:)``), if it
+    /// did and an entry is there now; followed through later moves. For `serve`, which redirects an old URL.
+    public func movedPath(remote: String, from path: String) throws(CacheError) -> String? {
+        try withDatabase { db throws(CacheError) in
+            try db.first("""
+                SELECT m.to_path FROM moves m JOIN files f ON f.remote = m.remote AND f.path = m.to_path
+                WHERE m.remote = ? AND m.from_path = ?
+                """, [.text(remote), .text(path)]) { $0.text(0) }
+        }
     }
 
     /// One move inside ``move(remote:_:)``'s transaction (and a savepoint the caller rolls back on nil or a throw).

@@ -189,6 +189,7 @@ struct ResponseHead {
         case 100: "Continue"
         case 206: "Partial Content"
         case 207: "Multi-Status"
+        case 301: "Moved Permanently"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"

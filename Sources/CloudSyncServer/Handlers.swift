@@ -173,6 +173,7 @@ extension TrackServer {
         let entry: CacheEntryInfo
         do {
             guard let found = try cache.entry(remote: remote, path: path) else {
+                if let moved = movedRedirect(io, head, remote: remote, path: path, url: TrackPaths.urlPath) { return moved }
                 return respond(io, head, status: 404, text: "no such track in the index; run `cloudsync ls --remote NAME` to refresh it")
             }
             entry = found
@@ -394,6 +395,16 @@ extension TrackServer {
         }
         logger.warning("serve: \(context): \(error)")
         return respond(io, head, status: 502, text: "fetching \(context) from the cloud failed: \(error)")
+    }
+
+    /// A 301 to where the track at `path` went when it moved on the remote (``Cache/movedPath(remote:from:)``), so a
+    /// playlist holding its old URL plays on; `url` makes the new URL's path, the query (a token) is kept. nil when
+    /// it did not move.
+    func movedRedirect(_ io: ConnectionIO, _ head: RequestHead, remote: String, path: String,
+                       url: (_ remote: String, _ path: String) -> String) -> Outcome? {
+        guard let moved = try? cache.movedPath(remote: remote, from: path) else { return nil }
+        let location = url(remote, moved) + (head.query.isEmpty ? "" : "?" + head.query)
+        return respond(io, head, status: 301, text: "moved on the remote to \(location)", extra: [("Location", location)])
     }
 
     // MARK: - Writing

@@ -244,6 +244,10 @@ extension TrackServer {
             let listing = try cache.folder(remote: remote, path: path)
             let knownRemote = path.isEmpty && (sources[remote] != nil || unavailable[remote] != nil)
             guard listing != nil || knownRemote else {
+                if head.method != "PROPFIND", !path.isEmpty,
+                   let moved = movedRedirect(io, head, remote: remote, path: path, url: { DAVPaths.href(remote: $0, path: $1, collection: false) }) {
+                    return moved
+                }
                 return respond(io, head, status: 404, text: "no such file or folder in the index")
             }
             guard head.method == "PROPFIND" else {

@@ -138,4 +138,31 @@ import TestSupport
         let reader = try cache.openReader(remote: "r", path: target.path)
         #expect(try reader.read(0..<70_000) == Data(pattern(0..<70_000)))
     }
+
+    /// Where a moved track went is remembered for `serve`'s redirects: through later moves, never from a path that
+    /// holds an entry again, never to a path that holds none.
+    @Test func movesAreRememberedThroughChains() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        let a = remoteFile("A/song.mp3", size: 3000)
+        try await complete(cache, a)
+        func move(_ from: String, _ to: String) throws {
+            let target = moved(try #require(try cache.entry(remote: "r", path: from)).file, to: to)
+            try cache.upsert(remote: "r", file: target)
+            #expect(try cache.move(remote: "r", [(from, target)]).first??.complete == true)
+        }
+        try move("A/song.mp3", "B/song.mp3")
+        #expect(try cache.movedPath(remote: "r", from: "A/song.mp3") == "B/song.mp3")
+        try move("B/song.mp3", "C/song.mp3")
+        #expect(try cache.movedPath(remote: "r", from: "A/song.mp3") == "C/song.mp3")
+        #expect(try cache.movedPath(remote: "r", from: "B/song.mp3") == "C/song.mp3")
+        try move("C/song.mp3", "A/song.mp3")
+        #expect(try cache.movedPath(remote: "r", from: "A/song.mp3") == nil, "A holds the track again")
+        #expect(try cache.movedPath(remote: "r", from: "C/song.mp3") == "A/song.mp3")
+        #expect(try cache.movedPath(remote: "other", from: "C/song.mp3") == nil)
+        // The track gone from the remote: its old paths lead nowhere.
+        _ = try cache.remove(remote: "r", path: "A/song.mp3")
+        #expect(try cache.movedPath(remote: "r", from: "B/song.mp3") == nil)
+    }
 }
