@@ -70,13 +70,16 @@ enum StartSets {
     }
 
     /// Analyses the track from the bytes its entry holds (no network) and records the start set under `options`'
-    /// policy; false when the analysis needs bytes the entry does not hold (nothing is recorded).
+    /// policy; false when the analysis needs bytes the entry does not hold (nothing is recorded). The analysis
+    /// ends in its fallback (first and last bytes) once its rounds run out asking for absent bytes, so of an
+    /// entry that is not complete a fallback is not taken: fetched as a head, its structure is read whole.
     private static func analysePresent(_ writer: EntryWriter, options: SyncOptions) throws -> Bool {
         let policy = policy(headBytes: options.headBytes, headSeconds: options.headSeconds)
         let bytes = WriterBytes(writer: writer)
         for round in 0 ... max(0, policy.maxRounds) {
             if case .done(let found) = StartSetAnalyzer.analyze(bytes, name: writer.path, mimeType: nil, policy: policy,
                                                                 round: round) {
+                guard !found.isFallback || writer.missingRanges().isEmpty else { return false }
                 try record(found, in: writer, options: options)
                 return true
             }

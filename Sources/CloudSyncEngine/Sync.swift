@@ -87,9 +87,9 @@ public struct Sync: Sendable {
         var report = SyncReport(remote: remote, provider: providerName)
         if !options.dryRun {
             try cache.reconcilePromotions()
-            // Tracks deleted from tracks/ by hand (to free space, by mistake) are fetched again, not left claimed.
             // Start sets computed under another pull.head_first / head_seconds are derived again before planning.
             _ = try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
+            // Tracks deleted from tracks/ by hand (to free space, by mistake) are fetched again, not left claimed.
             let broken = try cache.forgetBrokenTracks(remote: remote)
             if !broken.isEmpty {
                 logger.info("\(remote): \(broken.count == 1 ? "1 complete track was" : "\(broken.count) complete tracks were") missing from "
