@@ -1,3 +1,4 @@
+import CloudSyncCache
 import CloudSyncCore
 @testable import CloudSyncEngine
 import Foundation
@@ -169,5 +170,33 @@ import Testing
         #expect(StartSets.policyKey(SyncOptions(headBytes: 128 << 10)) != StartSets.policyKey(SyncOptions()))
         #expect(StartSets.policyKey(SyncOptions(headSeconds: 3)) != StartSets.policyKey(SyncOptions()))
         #expect(StartSets.policyKey(headBytes: 1, headSeconds: .nan) == StartSets.policyKey(headBytes: 1, headSeconds: 0))
+    }
+
+    /// Re-deriving never guesses: a head whose structure is not all held (an ID3v2 tag longer than its bytes) is
+    /// forgotten, to be read whole when fetched, not given the fallback the analysis ends in; a complete file the
+    /// analysis does not recognise keeps its fallback under the new policy.
+    @Test func aHeadWhoseStructureIsNotHeldIsForgottenNotGuessed() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let cache = try Cache.open(root: dir.url)
+        // "ID3" v2.3 declaring a 100,000-byte tag, then nothing an analyser recognises.
+        let size = 200_000
+        var bytes = [UInt8](repeating: 0, count: size)
+        bytes.replaceSubrange(0 ..< 10, with: [0x49, 0x44, 0x33, 3, 0, 0, 0, 0x06, 0x0D, 0x20])
+        for (path, held) in [("partial.mp3", 1000), ("complete.mp3", size)] {
+            try cache.upsert(remote: "r", file: RemoteFile(path: path, size: Int64(size), modified: Date(timeIntervalSince1970: 1_700_000_000)))
+            let writer = try cache.openWriter(remote: "r", path: path)
+            try writer.setStartSet(ByteRanges(0 ..< 1000), tags: nil, duration: nil, policy: "old")
+            try bytes[0 ..< held].withUnsafeBytes { try writer.write($0, at: 0) }
+            try writer.checkpoint()
+            writer.close()
+        }
+        let logger = Logger(level: .error) { _, _ in }
+        #expect(try StartSets.rederive(remote: "r", cache: cache, options: SyncOptions(headBytes: 64 << 10), logger: logger) == 1)
+        #expect(try cache.entry(remote: "r", path: "partial.mp3")?.startSet == nil)
+        let complete = try #require(try cache.entry(remote: "r", path: "complete.mp3"))
+        #expect(complete.startSet != nil && complete.startSet != ByteRanges(0 ..< 1000))
+        #expect(try cache.startSetsOfOtherPolicies(remote: "r", policy: StartSets.policyKey(SyncOptions(headBytes: 64 << 10)),
+                                                   legacy: StartSets.legacyPolicyKey).isEmpty)
     }
 }
