@@ -111,9 +111,7 @@ import Testing
 
     /// Yandex.Disk lists fully; a moved file keeps its md5 and sha256: renamed, not downloaded.
     @Test func aFileMovedOnYandexIsRenamedByItsHashes() async throws {
-        let fake = try await PythonFake.start("yandex_fake.py", spec: [
-            "files": [["path": "Music/A/one.mp3", "size": 40_000], ["path": "Music/B/two.flac", "size": 70_000]],
-        ], portCount: 2)
+        let fake = try await Env.yandexFake()
         defer { fake.stop() }
         let env = try Env(remoteLines: Env.yandexLines(fake))
         defer { env.cleanup() }

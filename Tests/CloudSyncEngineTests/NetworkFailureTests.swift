@@ -79,9 +79,7 @@ import TestSupport
     /// #19.10: `-v` logs each request, but of a download link only host and first path segment: Yandex hrefs carry
     /// their credential in the path and query.
     @Test func verbosePullLogsNoLinkPathOrQuery() async throws {
-        let fake = try await PythonFake.start("yandex_fake.py", spec: [
-            "files": [["path": "Music/A/one.mp3", "size": 40_000], ["path": "Music/B/two.flac", "size": 70_000]],
-        ], portCount: 2)
+        let fake = try await Env.yandexFake()
         defer { fake.stop() }
         let env = try Env(remoteLines: Env.yandexLines(fake))
         defer { env.cleanup() }

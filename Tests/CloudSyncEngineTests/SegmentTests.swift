@@ -236,10 +236,10 @@ import Testing
     func expiringLinksAndHashWithSegments(wrongHash: Bool) async throws {
         let size = (3 << 20) + 777
         let maxUses = 5
-        let fake = try await PythonFake.start("yandex_fake.py", spec: [
+        let fake = try await Env.yandexFake([
             "files": [["path": "Music/Big/long.flac", "size": size, "seed": 7, "corrupt_hashes": wrongHash]],
             "href_max_uses": maxUses,
-        ], portCount: 2)
+        ])
         defer { fake.stop() }
         let env = try Env(remoteLines: Env.yandexLines(fake), pull: Self.pull)
         defer { env.cleanup() }

@@ -123,6 +123,14 @@ struct Env {
         ["provider = \"webdav\"", "url = \"\(url)\"", "user = \"demo\"", "password = \"env:CLOUDSYNC_TEST_PASSWORD\""]
     }
 
+    /// yandex_fake.py (its API and download ports) serving `spec`; by default two files, `Music/A/one.mp3` and
+    /// `Music/B/two.flac`. Stop it when done.
+    static func yandexFake(_ spec: [String: Any] = [
+        "files": [["path": "Music/A/one.mp3", "size": 40_000], ["path": "Music/B/two.flac", "size": 70_000]],
+    ]) async throws -> PythonFake {
+        try await PythonFake.start("yandex_fake.py", spec: spec, portCount: 2)
+    }
+
     /// The keys of a remote on the Yandex fake `fake` (its access token is `test-access-token`).
     static func yandexLines(_ fake: PythonFake) -> [String] {
         ["provider = \"yandex\"", "api_url = \"\(fake.baseURL())\"", "access_token = \"test-access-token\""]
