@@ -447,12 +447,14 @@ public final class Cache: Sendable {
         let counts = try withDatabase { db throws(CacheError) in
             try db.first("""
                 SELECT count(*), coalesce(sum(state = 2), 0), coalesce(sum(state = 1), 0), coalesce(sum(pinned), 0),
-                       total(present_bytes) + total(track_bytes) FROM files
-                """) { ($0.int(0), $0.int(1), $0.int(2), $0.int(3), Self.clampedBytes($0.double(4))) }
+                       total(present_bytes) + total(track_bytes), count(start_set), total(start_bytes) FROM files
+                """) { ($0.int(0), $0.int(1), $0.int(2), $0.int(3), Self.clampedBytes($0.double(4)), $0.int(5), $0.double(6)) }
         }
-        let (entries, complete, partial, pinned, bytes) = counts ?? (0, 0, 0, 0, 0)
+        let (entries, complete, partial, pinned, bytes, analysed, startBytes) = counts ?? (0, 0, 0, 0, 0, 0, 0)
         var status = CacheStatus(root: root, limits: limits, entries: Int(entries), complete: Int(complete),
                                  partial: Int(partial), pinned: Int(pinned), bytesPresent: bytes)
+        status.analysedStartSets = Int(analysed)
+        status.meanStartBytes = analysed > 0 ? Self.clampedBytes(startBytes / Double(analysed)) : nil
         // Float sums (total()) never overflow on hostile sizes; they are exact below 2^53 bytes.
         status.remotes = try withDatabase { db throws(CacheError) in
             try db.query("""

@@ -135,6 +135,9 @@ public struct CacheStatus: Sendable, Hashable {
     public var bytesPresent: Int64
     /// Bytes the whole library would need complete (every indexed track).
     public var libraryBytes: Int64 = 0
+    /// Tracks whose start set is known, and its mean size (nil when none is).
+    public var analysedStartSets = 0
+    public var meanStartBytes: Int64?
     /// Per remote, in name order.
     public var remotes: [RemoteStatus] = []
 }

@@ -9,6 +9,11 @@ import Foundation
 struct CacheCommand {
     let context: CommandContext
 
+    /// `10 s`, `2.5 s`: a setting in seconds as written.
+    static func seconds(_ value: Double) -> String {
+        value.rounded() == value && value.magnitude < 1e15 ? "\(Int(value)) s" : "\(value) s"
+    }
+
     /// What `cache pin` warns of once the pins are in the plan: pinned tracks over the budget, or other tracks
     /// left without a head. nil when every head still fits.
     private func pinWarning(_ plan: CachePlan) -> String? {
@@ -52,6 +57,10 @@ struct CacheCommand {
             let floor = budget.freeFloor
             // What fits: the plan over the index (start sets not analysed yet at their estimate).
             let plan = s.libraryBytes > limit ? try budget.plan().0 : nil
+            let stale = try s.remotes.reduce(0) {
+                $0 + (try SyncOptions.staleStartSets(in: cache, remote: $1.remote, headBytes: config.pull.headFirst,
+                                                     headSeconds: config.pull.headSeconds))
+            }
             if context.json {
                 let remotes: [[String: Any]] = s.remotes.map {
                     ["remote": $0.remote, "tracks": $0.tracks, "complete": $0.complete, "head": $0.headOnly,
@@ -63,6 +72,8 @@ struct CacheCommand {
                     "budget": limit, "min_free": config.cache.minFree, "free_disk": free,
                     "library_bytes": s.libraryBytes, "max_age_s": config.cache.maxAge ?? NSNull(), "remotes": remotes,
                     "heads_fit": plan?.allHeadsFit ?? true, "heads_bytes": plan?.headsBytes ?? NSNull(),
+                    "head_first": config.pull.headFirst, "head_seconds": config.pull.headSeconds,
+                    "mean_head_bytes": s.meanStartBytes.map { $0 as Any } ?? NSNull(), "heads_to_derive": stale,
                 ]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
                 console.out(String(decoding: data, as: UTF8.self) + "\n")
@@ -75,6 +86,10 @@ struct CacheCommand {
                 used:     \(ByteSize.format(s.bytesPresent)) for a library of \(ByteSize.format(s.libraryBytes))\
                 \(plan.map { fits($0, limitedByDisk: limit < config.cache.maxSize) } ?? "")
                 tracks:   \(s.entries) (\(s.complete) complete, \(s.pinned) pinned)
+                heads:    at least \(ByteSize.format(config.pull.headFirst)) and \(Self.seconds(config.pull.headSeconds)) of audio \
+                (pull.head_first, pull.head_seconds)\
+                \(s.meanStartBytes.map { "; \(ByteSize.format($0)) a track on average over \(counted(s.analysedStartSets, "track")) analysed" } ?? "")\
+                \(stale > 0 ? "; \(stale) computed under other settings, derived again by the next pull" : "")
                 max age:  \(config.cache.maxAge.map { "tracks unused for \(Int($0 / 86400)) days keep only their heads" } ?? "off")
 
                 """

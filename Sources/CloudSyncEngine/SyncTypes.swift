@@ -1,3 +1,4 @@
+import CloudSyncCache
 import CloudSyncCore
 import Foundation
 
@@ -53,6 +54,13 @@ public struct SyncOptions: Sendable {
         self.dryRun = dryRun
         self.waitForLock = waitForLock
         self.order = order
+    }
+
+    /// The start sets of `remote` in `cache` computed under another policy than `headBytes` and `headSeconds`: the
+    /// next pull derives them again.
+    public static func staleStartSets(in cache: Cache, remote: String, headBytes: Int64, headSeconds: Double) throws -> Int {
+        try cache.startSetsOfOtherPolicies(remote: remote, policy: StartSets.policyKey(headBytes: headBytes, headSeconds: headSeconds),
+                                           legacy: StartSets.legacyPolicyKey).count
     }
 
     /// Estimated start-set bytes of a track not analysed yet (for ``BudgetSettings/estimate``).

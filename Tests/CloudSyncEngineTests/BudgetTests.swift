@@ -200,6 +200,16 @@ import Testing
         let first = try pull(headFirst: "512KiB")
         let big = try heads()
         let completeBefore = try #require(first.report["budget"] as? [String: Any])["complete"] as? Int ?? -1
+        // `cache status` says what the heads are and that the next pull derives them again for new settings.
+        func status() throws -> [String: Any] {
+            try JSONSerialization.jsonObject(with: Data(fixture.env.run(["cache", "status", "--json"]).stdout.utf8)) as? [String: Any] ?? [:]
+        }
+        #expect(try status()["heads_to_derive"] as? Int == 0)
+        #expect((try status()["mean_head_bytes"] as? NSNumber)?.int64Value == big.reduce(0, +) / Int64(big.count))
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: Self.cacheLines,
+                              pull: [#"head_first = "64KiB""#, "head_seconds = 1"])
+        #expect(try status()["heads_to_derive"] as? Int == 12)
+        #expect(try fixture.env.run(["cache", "status"]).stdout.contains("12 computed under other settings, derived again by the next pull"))
 
         let smaller = try pull(headFirst: "64KiB")
         #expect(smaller.stderr.contains("deriving the start sets of 12 tracks again"), "stderr: \(smaller.stderr)")
@@ -214,6 +224,7 @@ import Testing
 
         let again = try pull(headFirst: "64KiB")
         #expect(!again.stderr.contains("deriving"), "stderr: \(again.stderr)")
+        #expect(try status()["heads_to_derive"] as? Int == 0)
         #expect(again.report["fetched_bytes"] as? Int == 0, "\(again.report)")
 
         let bigger = try pull(headFirst: "512KiB")
