@@ -90,6 +90,7 @@ enum IndexSchema {
             moved     REAL NOT NULL,
             PRIMARY KEY(remote, from_path)
         );
+        CREATE INDEX moves_to ON moves(remote, to_path);
         """,
     ]
 

@@ -57,6 +57,8 @@ extension Cache {
         do throws(CacheError) {
             try withDatabase { db throws(CacheError) in
                 try db.withTransaction { () throws(CacheError) in
+                    // Moves older than movesKept go, once per batch.
+                    try db.run("DELETE FROM moves WHERE moved < ?", [.real(Date().timeIntervalSince1970 - Self.movesKept)])
                     for (index, sourceID) in eligible {
                         let move = moves[index]
                         try db.execute("SAVEPOINT move")
@@ -100,15 +102,14 @@ extension Cache {
     /// How long a move is remembered for ``movedPath(remote:from:)``: a playlist saved since plays on.
     static let movesKept: TimeInterval = 365 * 86_400
 
-    /// Records that `from` went to `to` (inside the move's savepoint): moves that led to `from` now lead to `to`,
-    /// none leads from a path that holds an entry again, and moves older than ``movesKept`` go.
+    /// Records that `from` went to `to` (inside the move's savepoint, each statement on an index): moves that led
+    /// to `from` now lead to `to`, and none leads from `to`, which holds the entry again (a move back, or a chain
+    /// that would now loop).
     private static func recordMove(_ db: Database, remote: String, from: String, to: String) throws(CacheError) {
-        let now = Date().timeIntervalSince1970
         try db.run("UPDATE moves SET to_path = ? WHERE remote = ? AND to_path = ?", [.text(to), .text(remote), .text(from)])
         try db.run("INSERT OR REPLACE INTO moves(remote, from_path, to_path, moved) VALUES(?, ?, ?, ?)",
-                   [.text(remote), .text(from), .text(to), .real(now)])
-        try db.run("DELETE FROM moves WHERE remote = ? AND (from_path = ? OR from_path = to_path)", [.text(remote), .text(to)])
-        try db.run("DELETE FROM moves WHERE moved < ?", [.real(now - movesKept)])
+                   [.text(remote), .text(from), .text(to), .real(Date().timeIntervalSince1970)])
+        try db.run("DELETE FROM moves WHERE remote = ? AND from_path = ?", [.text(remote), .text(to)])
     }
 
     /// Where the track that was at `path` on `remote` went when it moved on the remote (``move(remote:_:)``), if it
