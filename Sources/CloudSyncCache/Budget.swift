@@ -19,6 +19,10 @@ public struct PlanningRow: Sendable, Hashable {
     public var outdatedBytes: Int64
     /// The start set's bytes, when known.
     public var startBytes: Int64?
+    /// The key of the policy the start set was computed under (nil: before policies were recorded).
+    public var startPolicy: String?
+    /// The track's duration in seconds, when its start set told it.
+    public var duration: Double?
     /// The start set is known and present (always true when complete).
     public var headPresent: Bool
     public var lastPlayed: Double
@@ -45,7 +49,7 @@ extension Cache {
         try withDatabase { db throws(CacheError) in
             try db.query("""
                 SELECT id, remote, path, size, mime, pinned, state, present_bytes, track_bytes, start_set IS NOT NULL,
-                       start_bytes, head, last_played, last_access, added, modified
+                       start_bytes, head, last_played, last_access, added, modified, start_policy, duration
                 FROM files
                 """) { row in
                 let state: CacheEntryState = switch row.int(6) {
@@ -58,6 +62,7 @@ extension Cache {
                                    partialBytes: state == .complete ? 0 : row.int(7),
                                    outdatedBytes: state == .complete ? 0 : row.int(8),
                                    startBytes: row.int(9) != 0 ? row.int(10) : nil,
+                                   startPolicy: row.optionalText(16), duration: row.isNull(17) ? nil : row.double(17),
                                    headPresent: state == .complete || row.int(11) != 0,
                                    lastPlayed: row.double(12), lastAccess: row.double(13), added: row.double(14),
                                    modified: row.double(15))

@@ -36,6 +36,14 @@ struct CacheCommand {
             + "\(headsAdvice(plan.headsBytes, limitedByDisk: limitedByDisk)))"
     }
 
+    /// The heads line of `cache status`: the policy and where it comes from.
+    private func headsLine(_ heads: HeadPolicy, plan: CachePlan?, config: Configuration, limitedByDisk: Bool) -> String {
+        guard let full = plan?.fullHeadsBytes else {
+            return "at least \(heads) (pull.head_first, pull.head_seconds)"
+        }
+        return "at least \(heads): \(shortenedAdvice(heads, fullHeadsBytes: full, limitedByDisk: limitedByDisk))"
+    }
+
     func run(_ sub: String) throws -> ExitCode {
         let setup = Setup(context: context)
         let config = try setup.configuration()
@@ -57,10 +65,9 @@ struct CacheCommand {
             let floor = budget.freeFloor
             // What fits: the plan over the index (start sets not analysed yet at their estimate).
             let plan = s.libraryBytes > limit ? try budget.plan().0 : nil
-            let stale = try s.remotes.reduce(0) {
-                $0 + (try SyncOptions.staleStartSets(in: cache, remote: $1.remote, headBytes: config.pull.headFirst,
-                                                     headSeconds: config.pull.headSeconds))
-            }
+            // The heads the next pull keeps: the configured ones, or shorter ones the library's heads fit.
+            let heads = plan?.heads ?? budget.settings.heads
+            let stale = try s.remotes.reduce(0) { $0 + (try SyncOptions.staleStartSets(in: cache, remote: $1.remote, heads: heads)) }
             if context.json {
                 let remotes: [[String: Any]] = s.remotes.map {
                     ["remote": $0.remote, "tracks": $0.tracks, "complete": $0.complete, "head": $0.headOnly,
@@ -73,6 +80,8 @@ struct CacheCommand {
                     "library_bytes": s.libraryBytes, "max_age_s": config.cache.maxAge ?? NSNull(), "remotes": remotes,
                     "heads_fit": plan?.allHeadsFit ?? true, "heads_bytes": plan?.headsBytes ?? NSNull(),
                     "head_first": config.pull.headFirst, "head_seconds": config.pull.headSeconds,
+                    "heads": ["first": heads.audioBytes, "seconds": heads.seconds, "tail": heads.tailBytes] as [String: Any],
+                    "full_heads_bytes": plan?.fullHeadsBytes.map { $0 as Any } ?? NSNull(),
                     "mean_head_bytes": s.meanStartBytes.map { $0 as Any } ?? NSNull(), "heads_to_derive": stale,
                 ]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
@@ -86,8 +95,7 @@ struct CacheCommand {
                 used:     \(ByteSize.format(s.bytesPresent)) for a library of \(ByteSize.format(s.libraryBytes))\
                 \(plan.map { fits($0, limitedByDisk: limit < config.cache.maxSize) } ?? "")
                 tracks:   \(s.entries) (\(s.complete) complete, \(s.pinned) pinned)
-                heads:    at least \(ByteSize.format(config.pull.headFirst)) and \(Self.seconds(config.pull.headSeconds)) of audio \
-                (pull.head_first, pull.head_seconds)\
+                heads:    \(headsLine(heads, plan: plan, config: config, limitedByDisk: limit < config.cache.maxSize))\
                 \(s.meanStartBytes.map { "; \(ByteSize.format($0)) a track on average over \(counted(s.analysedStartSets, "track")) analysed" } ?? "")\
                 \(stale > 0 ? "; \(stale) computed under other settings, derived again by the next pull" : "")
                 max age:  \(config.cache.maxAge.map { "tracks unused for \(Int($0 / 86400)) days keep only their heads" } ?? "off")

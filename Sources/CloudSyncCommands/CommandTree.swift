@@ -62,7 +62,7 @@ enum CommandTree {
             .value("bwlimit", "RATE", "Total bandwidth limit, e.g. 2MiB/s, or 'off' (default: pull.bwlimit)."),
             .value("retries", "N", "Retries per request on network errors and rate limits (default: pull.retries, 10)."),
             .optionalValue("head-first", "SIZE", "At least SIZE of audio in every track's start set, fetched before whole tracks so each can start at once "
-                + "(default SIZE: pull.head_first, 512KiB); cached tracks' start sets follow it. '--head-first 1MiB' works too: "
+                + "(default SIZE: pull.head_first, 512KiB); cached tracks' start sets follow it; shorter when the library's heads do not fit the budget (pull.shorten_heads). '--head-first 1MiB' works too: "
                 + "an argument that reads as a size is taken as SIZE, not PATH.",
                 takesNext: { ByteSize.parse($0) != nil }),
             .flag("refetch", "Drop the cached bytes of the PATHs first, so they are downloaded again (needs PATH)."),

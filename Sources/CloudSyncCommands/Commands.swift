@@ -98,8 +98,8 @@ struct Setup {
     /// The cache's budget and planner, as `pull` and `cache evict` use them.
     func budget(_ config: Configuration, cache: Cache, headBytes: Int64? = nil) -> CacheBudget {
         let settings = BudgetSettings(maxSize: config.cache.maxSize, minFree: config.cache.minFree, maxAge: config.cache.maxAge,
-                                      estimate: SyncOptions.startSetEstimator(headBytes: headBytes ?? config.pull.headFirst,
-                                                                              headSeconds: config.pull.headSeconds))
+                                      heads: HeadPolicy(audioBytes: headBytes ?? config.pull.headFirst, seconds: config.pull.headSeconds),
+                                      shortenHeads: config.pull.shortenHeads)
         return CacheBudget(cache: cache, settings: settings, logger: context.logger)
     }
 

@@ -173,6 +173,7 @@ final class PullRenderer: Sendable {
             : "library \(ByteSize.format(s.libraryBytes)) within budget \(ByteSize.format(s.budget)): "
         line += "\(tracks(s.complete)) complete, \(s.headOnly) \(s.headOnly == 1 ? "head" : "heads") only"
         if s.none > 0 { line += ", \(tracks(s.none)) without a head (\(headsAdvice(s.headsBytes, limitedByDisk: s.limitedByDisk)))" }
+        if let full = s.fullHeadsBytes { line += "; \(shortenedAdvice(s.heads.policy, fullHeadsBytes: full, limitedByDisk: s.limitedByDisk))" }
         if s.pinnedOverBudget { line += "; pinned tracks alone exceed the budget" }
         if s.libraryExceedsBudget && !after { line += "; pin what you want offline" }
         return line
@@ -242,6 +243,13 @@ final class PullRenderer: Sendable {
 func headsAdvice(_ headsBytes: Int64, limitedByDisk: Bool) -> String {
     "a budget of about \(ByteSize.format(headsBytes)) fits every head: "
         + "\(limitedByDisk ? "free disk space" : "raise cache.max_size to that") for every track to start at once"
+}
+
+/// What a library whose heads fit only shortened says (`pull`, `cache status`, `status` alike): `fullHeadsBytes` is
+/// ``CachePlan/fullHeadsBytes``.
+func shortenedAdvice(_ heads: HeadPolicy, fullHeadsBytes: Int64, limitedByDisk: Bool) -> String {
+    "heads shortened to \(heads) so that every track keeps one (a budget of about \(ByteSize.format(fullHeadsBytes)) "
+        + "keeps pull.head_first and pull.head_seconds: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that"))"
 }
 
 /// `1 file`, `2 files`: a count with the word in its singular or plural form.

@@ -96,6 +96,9 @@ struct StatusCommand {
                 out += " (the heads do not all fit: \(headsAdvice(plan.headsBytes, limitedByDisk: limit < config.cache.maxSize)))"
             }
         }
+        if let plan, let full = plan.fullHeadsBytes {
+            out += "\n              \(shortenedAdvice(plan.heads, fullHeadsBytes: full, limitedByDisk: limit < config.cache.maxSize))"
+        }
         return out + "\n"
     }
 
@@ -129,7 +132,8 @@ struct StatusCommand {
         let object: [String: Any] = [
             "cache": ["path": status.root.path, "bytes": status.bytesPresent, "budget": limit,
                       "max_size": config.cache.maxSize, "free_disk": free, "library_bytes": status.libraryBytes,
-                      "heads_fit": plan?.allHeadsFit ?? true, "heads_bytes": plan?.headsBytes ?? NSNull()] as [String: Any],
+                      "heads_fit": plan?.allHeadsFit ?? true, "heads_bytes": plan?.headsBytes ?? NSNull(),
+                      "full_heads_bytes": plan?.fullHeadsBytes.map { $0 as Any } ?? NSNull()] as [String: Any],
             "remotes": remotes,
             "serves": serves.map { ["pid": Int($0.pid), "url": $0.detail] },
             "ready": ["tracks": tracks, "instant": instant, "need_network": tracks - instant],

@@ -50,6 +50,9 @@ public struct PullSettings: Sendable, Hashable {
     public var headFirst: Int64
     /// Seconds of audio in each track's start set (default 10).
     public var headSeconds: Double
+    /// When the heads of the library do not fit the budget with `headFirst` and `headSeconds`, shorten them (down
+    /// to 64 KiB and 2 s of audio, a 64 KiB tail) so that every track keeps one (default true).
+    public var shortenHeads = true
     /// Seconds one API request (a listing page, a PROPFIND, a link) may take in all, answer included (default 5 min).
     /// Downloads have no such deadline.
     public var apiTimeout: TimeInterval

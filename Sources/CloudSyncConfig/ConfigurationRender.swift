@@ -29,6 +29,7 @@ extension Configuration {
         lines.append("retries = \(pull.retries)")
         lines.append(entry("pull.head_first", "head_first", .text(Self.renderSize(pull.headFirst))))
         lines.append("head_seconds = \(pull.headSeconds.rounded() == pull.headSeconds ? String(Int(pull.headSeconds)) : String(pull.headSeconds))")
+        lines.append("shorten_heads = \(pull.shortenHeads)")
         lines.append(entry("pull.api_timeout", "api_timeout", .text(Self.renderDuration(pull.apiTimeout))))
         lines.append("delete = \(pull.delete)")
         lines.append("")

@@ -6,7 +6,7 @@ enum Schema {
     static let sections = ["cache", "pull", "audio", "remote"]
     static let cache = ["dir", "max_size", "min_free", "max_age", "checkpoint", "encrypt", "key_command"]
     static let pull = ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first",
-                       "head_seconds", "api_timeout", "delete"]
+                       "head_seconds", "shorten_heads", "api_timeout", "delete"]
     static let audio = ["extensions"]
     /// Keys every remote's section may hold, then (`sharedRemote`) keys parsed for every remote but accepted only
     /// from the providers that declare them (`ProviderOption.Value.shared`), then the filter keys.
@@ -129,11 +129,12 @@ struct SchemaReader {
             pull.headSeconds = seconds
         }
         pull.apiTimeout = try duration("api_timeout", in: pullTable, path: "pull", default: pull.apiTimeout)
-        if let node = pullTable?["delete"] {
+        for (key, keyPath) in [("shorten_heads", \PullSettings.shortenHeads), ("delete", \PullSettings.delete)] {
+            guard let node = pullTable?[key] else { continue }
             guard case .boolean(let value) = node.value else {
-                throw fail("delete must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
+                throw fail("\(key) must be a boolean (true or false), got \(node.value.typeName)", at: node.position)
             }
-            pull.delete = value
+            pull[keyPath: keyPath] = value
         }
 
         var audio = AudioFilter()

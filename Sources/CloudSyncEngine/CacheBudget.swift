@@ -10,15 +10,19 @@ public struct BudgetSettings: Sendable {
     public var minFree: Int64
     /// `cache.max_age`: tracks neither played, read through serve nor added for this long keep only their heads.
     public var maxAge: TimeInterval?
-    /// Start-set bytes of a track that has not been analysed yet (its size, name and MIME type are known).
-    public var estimate: @Sendable (_ size: Int64, _ path: String, _ mimeType: String?) -> Int64
+    /// What a head keeps (`pull.head_first`, `pull.head_seconds`).
+    public var heads: HeadPolicy
+    /// `pull.shorten_heads`: when the heads of the library do not all fit the budget under `heads`, plan them under
+    /// the first shorter policy of its ladder they fit (``HeadFit``), so every track keeps one.
+    public var shortenHeads: Bool
 
     public init(maxSize: Int64 = 10 << 30, minFree: Int64 = 1 << 30, maxAge: TimeInterval? = nil,
-                estimate: @escaping @Sendable (Int64, String, String?) -> Int64) {
+                heads: HeadPolicy = .standard, shortenHeads: Bool = true) {
         self.maxSize = max(0, maxSize)
         self.minFree = max(0, minFree)
         self.maxAge = maxAge
-        self.estimate = estimate
+        self.heads = heads
+        self.shortenHeads = shortenHeads
     }
 }
 
@@ -57,30 +61,61 @@ public struct CacheBudget: Sendable {
     }
 
     /// A plan over the index. `removing` (remote, path) pairs are left out (remote deletions about to be
-    /// removed); `extra` tracks are added (a dry run's files that are not indexed yet).
-    public func plan(removing: Set<RemotePath> = [], extra: [PlanningTrack] = [], now: Date = Date())
-        throws(CacheError) -> (CachePlan, [PlanningTrack]) {
-        let rows = try cache.planningRows()
-        var tracks: [PlanningTrack] = []
-        tracks.reserveCapacity(rows.count + extra.count)
+    /// removed); `extra` tracks are added (a dry run's files that are not indexed yet; their start bytes are
+    /// estimated again under the policy chosen). The heads are planned under the policy ``HeadFit`` chooses from
+    /// the ladder of `settings.heads` (``CachePlan/heads``), or under `heads` when given (a pull keeps the policy
+    /// it chose): a start set recorded under another policy counts at what it would be under that one.
+    public func plan(removing: Set<RemotePath> = [], extra: [PlanningTrack] = [], heads given: HeadPolicy? = nil,
+                     now: Date = Date()) throws(CacheError) -> (CachePlan, [PlanningTrack]) {
+        var rows = try cache.planningRows()
         var held: Int64 = 0
-        let ageLimit = settings.maxAge.map { now.timeIntervalSince1970 - $0 }
-        for row in rows where !removing.contains(RemotePath(remote: row.remote, path: row.path)) {
-            let track = PlanningTrack(
-                id: row.id, remote: row.remote, path: row.path, size: row.size, pinned: row.pinned,
-                complete: row.state == .complete, partialBytes: row.partialBytes, outdatedBytes: row.outdatedBytes,
-                startBytes: row.startBytes ?? settings.estimate(row.size, row.path, row.mimeType),
-                startSetKnown: row.startBytes != nil, headPresent: row.headPresent, lastPlayed: row.lastPlayed,
-                added: row.added, modified: row.modified,
-                mayComplete: ageLimit.map { max(row.lastPlayed, row.lastAccess, row.added) >= $0 } ?? true)
-            held = held.addingSaturating(track.heldBytes)
-            tracks.append(track)
+        if !removing.isEmpty {
+            for row in rows where removing.contains(RemotePath(remote: row.remote, path: row.path)) {
+                held = held.addingSaturating(row.state == .complete ? row.size : row.partialBytes.addingSaturating(row.outdatedBytes))
+            }
+            rows.removeAll { removing.contains(RemotePath(remote: $0.remote, path: $0.path)) }
         }
-        for row in rows where removing.contains(RemotePath(remote: row.remote, path: row.path)) {
+        for row in rows {
             held = held.addingSaturating(row.state == .complete ? row.size : row.partialBytes.addingSaturating(row.outdatedBytes))
         }
-        tracks += extra
-        return (Planner.plan(tracks, budget: try budget(held: held)), tracks)
+        let budget = try budget(held: held)
+        let fit = HeadEstimates(rows: rows, extra: extra, configured: settings.heads)
+        let heads: HeadPolicy
+        var fullHeadsBytes: Int64?
+        if let given {
+            heads = given
+            if given != settings.heads { fullHeadsBytes = fit.headsBytes(under: settings.heads) }
+        } else {
+            let ladder = settings.shortenHeads ? settings.heads.ladder : [settings.heads]
+            var configured: Int64?
+            let (index, _) = HeadFit.choose(ladder, budget: budget, current: fit.currentStep(of: ladder)) { policy in
+                let bytes = fit.headsBytes(under: policy)
+                if policy == settings.heads { configured = bytes }
+                return bytes
+            }
+            heads = ladder[index]
+            if index > 0 { fullHeadsBytes = configured }
+        }
+
+        var tracks: [PlanningTrack] = []
+        tracks.reserveCapacity(rows.count + extra.count)
+        let ageLimit = settings.maxAge.map { now.timeIntervalSince1970 - $0 }
+        for row in rows {
+            tracks.append(PlanningTrack(
+                id: row.id, remote: row.remote, path: row.path, size: row.size, pinned: row.pinned,
+                complete: row.state == .complete, partialBytes: row.partialBytes, outdatedBytes: row.outdatedBytes,
+                startBytes: fit.startBytes(row, under: heads), startSetKnown: row.startBytes != nil, headPresent: row.headPresent,
+                lastPlayed: row.lastPlayed, added: row.added, modified: row.modified,
+                mayComplete: ageLimit.map { max(row.lastPlayed, row.lastAccess, row.added) >= $0 } ?? true))
+        }
+        for var track in extra {
+            track.startBytes = fit.startBytes(track, under: heads)
+            tracks.append(track)
+        }
+        var plan = Planner.plan(tracks, budget: budget)
+        plan.heads = heads
+        plan.fullHeadsBytes = fullHeadsBytes
+        return (plan, tracks)
     }
 
     /// `cache.max_size`, lowered so the filesystem keeps `cache.min_free` free: what the cache holds now plus
@@ -158,6 +193,62 @@ public struct CacheBudget: Sendable {
         case .unchanged:
             break
         }
+    }
+}
+
+/// The start bytes of planned tracks under any head policy: recorded where the start set was computed under it,
+/// else estimated from the recorded one (``HeadPolicy/estimate(size:path:mimeType:known:recorded:duration:)``) or,
+/// not analysed yet, from the format.
+struct HeadEstimates {
+    let rows: [PlanningRow]
+    /// Tracks not indexed yet, their start bytes estimated under `configured`.
+    let extra: [PlanningTrack]
+    let configured: HeadPolicy
+    /// Each recorded key's policy (a handful of distinct keys over the whole index).
+    private let recorded: [String: HeadPolicy]
+
+    init(rows: [PlanningRow], extra: [PlanningTrack], configured: HeadPolicy) {
+        self.rows = rows
+        self.extra = extra
+        self.configured = configured
+        var recorded: [String: HeadPolicy] = [:]
+        for row in rows where row.startBytes != nil {
+            let key = row.startPolicy ?? StartSets.legacyPolicyKey
+            if recorded[key] == nil, let policy = HeadPolicy(key: key) { recorded[key] = policy }
+        }
+        self.recorded = recorded
+    }
+
+    func startBytes(_ row: PlanningRow, under policy: HeadPolicy) -> Int64 {
+        guard let known = row.startBytes, let then = recorded[row.startPolicy ?? StartSets.legacyPolicyKey] else {
+            return policy.estimate(size: row.size, path: row.path, mimeType: row.mimeType)
+        }
+        return policy.estimate(size: row.size, path: row.path, mimeType: row.mimeType, known: known, recorded: then,
+                               duration: row.duration)
+    }
+
+    /// The budget every head needs under `policy`: pinned tracks whole, every other track's start set.
+    func headsBytes(under policy: HeadPolicy) -> Int64 {
+        var sum: Int64 = 0
+        for row in rows { sum = sum.addingSaturating(row.pinned ? row.size : startBytes(row, under: policy)) }
+        for track in extra { sum = sum.addingSaturating(track.pinned ? track.size : startBytes(track, under: policy)) }
+        return sum
+    }
+
+    func startBytes(_ track: PlanningTrack, under policy: HeadPolicy) -> Int64 {
+        track.startSetKnown || policy == configured ? track.startBytes
+            : min(track.size, policy.estimate(size: track.size, path: track.path, mimeType: nil))
+    }
+
+    /// The step of `ladder` most recorded start sets were computed under; nil when none was.
+    func currentStep(of ladder: [HeadPolicy]) -> Int? {
+        var counts = [Int](repeating: 0, count: ladder.count)
+        let steps = Dictionary(ladder.enumerated().map { ($1.key, $0) }, uniquingKeysWith: { a, _ in a })
+        for row in rows where row.startBytes != nil {
+            if let step = steps[row.startPolicy ?? StartSets.legacyPolicyKey] { counts[step] += 1 }
+        }
+        guard let most = counts.max(), most > 0 else { return nil }
+        return counts.firstIndex(of: most)
     }
 }
 

@@ -96,6 +96,11 @@ public struct CachePlan: Sendable {
     /// The budget every track's head needs (pinned tracks complete): what `cache.max_size` must reach for every
     /// track to start at once. Start sets not analysed yet count at their estimate (about twice the real size).
     public var headsBytes: Int64 = 0
+    /// The policy the heads are planned under: `pull.head_first`/`head_seconds`, or the shorter step of its ladder
+    /// the heads fit (``HeadFit``).
+    public var heads: HeadPolicy = .standard
+    /// When `heads` is shorter than configured: the budget every head needs under the configured policy.
+    public var fullHeadsBytes: Int64?
 
     public func target(_ id: Int64) -> TrackTarget { targets[id] ?? .none }
 

@@ -6,27 +6,8 @@ import Foundation
 /// Start sets in the engine: analysing a track's structure from the bytes the cache holds (`CloudSyncAudio`),
 /// fetching the ranges the analysis names, and recording the start set with the tags it carries.
 enum StartSets {
-    /// The analysis policy of a pull: at least `headBytes` and `headSeconds` of audio.
-    static func policy(headBytes: Int64, headSeconds: Double) -> StartSetPolicy {
-        StartSetPolicy(headSeconds: headSeconds, minimumAudioBytes: headBytes)
-    }
-
-    /// The index's key of the policy of `headBytes` and `headSeconds`: each start set is recorded with it, and a
-    /// pull under another policy derives the start sets again (``rederive(remote:cache:options:logger:)``).
-    static func policyKey(headBytes: Int64, headSeconds: Double) -> String {
-        "audio>=\(max(0, headBytes))B,\(headSeconds.isFinite ? max(0, headSeconds) : 0)s"
-    }
-
-    /// The policy of start sets recorded before policies were: the defaults (512 KiB, 10 s).
-    static let legacyPolicyKey = policyKey(headBytes: 512 << 10, headSeconds: 10)
-
-    static func policyKey(_ options: SyncOptions) -> String { policyKey(headBytes: options.headBytes, headSeconds: options.headSeconds) }
-
-    /// Start-set bytes of a track not analysed yet, for the planner.
-    static func estimator(headBytes: Int64, headSeconds: Double) -> @Sendable (Int64, String, String?) -> Int64 {
-        let policy = policy(headBytes: headBytes, headSeconds: headSeconds)
-        return { size, path, mime in StartSetAnalyzer.estimatedBytes(size: size, name: path, mimeType: mime, policy: policy) }
-    }
+    /// The policy of start sets recorded before policies were (a NULL `files.start_policy`).
+    static let legacyPolicyKey = HeadPolicy.standard.key
 
     /// Makes the start set of `job`'s track present. When it is not known yet it is analysed first: the first
     /// bytes and the tail are fetched, then whatever ranges the analysis names (a cover's end, a trailing
@@ -38,7 +19,7 @@ enum StartSets {
         if let known = job.writer.startSet {
             startSet = known
         } else {
-            let policy = policy(headBytes: options.headBytes, headSeconds: options.headSeconds)
+            let policy = options.heads.startSetPolicy
             var want = StartSetAnalyzer.initialRanges(size: job.file.size, policy: policy)
             var round = 0
             while true {
@@ -72,14 +53,19 @@ enum StartSets {
     /// Analyses the track from the bytes its entry holds (no network) and records the start set under `options`'
     /// policy; false when the analysis needs bytes the entry does not hold (nothing is recorded). The analysis
     /// ends in its fallback (first and last bytes) once its rounds run out asking for absent bytes, so of an
-    /// entry that is not complete a fallback is not taken: fetched as a head, its structure is read whole.
+    /// entry that is not complete such a fallback is not taken: fetched as a head, its structure is read whole. A
+    /// fallback the analysis gives without asking for a byte (a format it does not know, a structure past its
+    /// limits) is the start set whatever else the file holds, and is taken.
     private static func analysePresent(_ writer: EntryWriter, options: SyncOptions) throws -> Bool {
-        let policy = policy(headBytes: options.headBytes, headSeconds: options.headSeconds)
+        let policy = options.heads.startSetPolicy
         let bytes = WriterBytes(writer: writer)
+        var asked = false
         for round in 0 ... max(0, policy.maxRounds) {
-            if case .done(let found) = StartSetAnalyzer.analyze(bytes, name: writer.path, mimeType: nil, policy: policy,
-                                                                round: round) {
-                guard !found.isFallback || writer.missingRanges().isEmpty else { return false }
+            switch StartSetAnalyzer.analyze(bytes, name: writer.path, mimeType: nil, policy: policy, round: round) {
+            case .need:
+                asked = true
+            case .done(let found):
+                guard !found.isFallback || !asked || writer.missingRanges().isEmpty else { return false }
                 try record(found, in: writer, options: options)
                 return true
             }
@@ -88,15 +74,18 @@ enum StartSets {
     }
 
     /// Derives again, from the bytes the cache holds, the start sets of `remote`'s tracks computed under another
-    /// policy (`pull.head_first` or `pull.head_seconds` changed): a smaller start set is then what the budget keeps
+    /// policy than `options.heads` (`pull.head_first` or `pull.head_seconds` changed, or the heads were shortened
+    /// to fit the budget, ``HeadFit``): a smaller start set is then what the budget keeps
     /// (the rest of a head is shrunk by the plan), a bigger one is fetched as a head. A start set that cannot be
     /// derived from what is held (no bytes, its structure not all there) is forgotten: analysed when next fetched.
-    /// Entries another process is writing keep theirs until a later pull. Returns how many were derived again.
-    static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger) throws -> Int {
-        let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: policyKey(options), legacy: legacyPolicyKey)
-        guard !stale.isEmpty else { return 0 }
+    /// Entries another process is writing keep theirs until a later pull. Returns how many were derived again and
+    /// how many forgotten.
+    @discardableResult
+    static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger) throws -> (derived: Int, forgotten: Int) {
+        let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: options.heads.key, legacy: legacyPolicyKey)
+        guard !stale.isEmpty else { return (0, 0) }
         logger.info("\(remote): deriving the start sets of \(stale.count == 1 ? "1 track" : "\(stale.count) tracks") again for "
-            + "pull.head_first \(ByteSize.format(options.headBytes)) and pull.head_seconds \(options.headSeconds)")
+            + "heads of \(options.heads)")
         var derived = 0
         var forget: [String] = []
         for entry in stale {
@@ -115,14 +104,14 @@ enum StartSets {
                 forget.append(entry.path)
             }
         }
-        if !forget.isEmpty { _ = try cache.forgetStartSets(remote: remote, paths: forget) }
-        return derived
+        let forgotten = forget.isEmpty ? 0 : try cache.forgetStartSets(remote: remote, paths: forget).count
+        return (derived, forgotten)
     }
 
     /// Records `found` with its tags (JSON of ``TrackInfo``), duration and the key of `options`' policy.
     private static func record(_ found: StartSet, in writer: EntryWriter, options: SyncOptions) throws {
         try writer.setStartSet(found.ranges, tags: found.info.isEmpty ? nil : found.info.json,
-                               duration: found.info.durationSeconds, policy: policyKey(options))
+                               duration: found.info.durationSeconds, policy: options.heads.key)
     }
 }
 

@@ -14,7 +14,8 @@ public struct Sync: Sendable {
     public let transport: any Transport
     public let pacer: Pacer
     public let cache: Cache
-    public let options: SyncOptions
+    /// Within a pull, `heads` and `budget.heads` become the policy the heads fit under (``fitHeads(_:removing:)``).
+    public internal(set) var options: SyncOptions
     public let logger: Logger
     /// Settable inside the module: ``run()`` wraps it to count what a run that stops with an error did fetch.
     public internal(set) var events: @Sendable (SyncEvent) -> Void
@@ -87,8 +88,6 @@ public struct Sync: Sendable {
         var report = SyncReport(remote: remote, provider: providerName)
         if !options.dryRun {
             try cache.reconcilePromotions()
-            // Start sets computed under another pull.head_first / head_seconds are derived again before planning.
-            _ = try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
             // Tracks deleted from tracks/ by hand (to free space, by mistake) are fetched again, not left claimed.
             let broken = try cache.forgetBrokenTracks(remote: remote)
             if !broken.isEmpty {
@@ -132,8 +131,50 @@ public struct Sync: Sendable {
             return report
         }
 
+        // Start sets computed under another policy than the one the heads fit under are derived again before
+        // planning; the rest of the pull plans and analyses under it.
+        var fitted = self
+        fitted.options.heads = try fitHeads(budget, removing: removing)
+        return try await fitted.fetchAndSettle(plan, cursor: cursor, keptDeletions: keptDeletions, removing: removing, report: report)
+    }
+
+    /// The head policy this pull plans and analyses under: the configured one, or (`pull.shorten_heads`) the
+    /// first shorter step of its ladder the library's heads fit (``HeadFit``). `remote`'s start sets are derived again under it from the cached bytes; when that changed
+    /// any, the choice is made again over the exact figures, until it holds (each policy tried once).
+    private func fitHeads(_ budget: CacheBudget, removing: Set<RemotePath>) throws -> HeadPolicy {
+        var options = options
+        var announced: Set<HeadPolicy> = [self.options.heads]
+        var (plan, _) = try budget.plan(removing: removing)
+        for attempt in 0... {
+            if announced.insert(plan.heads).inserted {
+                announceShortening(plan, because: "the heads of the library do not all fit the budget")
+            }
+            options.heads = plan.heads
+            let changed = try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
+            guard budget.settings.shortenHeads, changed.derived + changed.forgotten > 0, attempt < self.options.heads.ladder.count
+            else { break }
+            let (again, _) = try budget.plan(removing: removing)
+            if again.heads == plan.heads { return again.heads }
+            plan = again
+        }
+        return plan.heads
+    }
+
+    /// Says that the heads are shortened to `plan.heads` (the plan that chose them).
+    private func announceShortening(_ plan: CachePlan, because reason: String) {
+        logger.info("\(remote): \(reason) (\(ByteSize.format(plan.budget))) with \(options.budget.heads); shortening them to "
+            + "\(plan.heads) so that every track keeps one"
+            + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format($0)) keeps the longer ones)" } ?? ""))
+    }
+
+    /// The pull after listing, under the head policy chosen: fetch within the budget, remove deletions, store the
+    /// cursor, reach the final plan.
+    private func fetchAndSettle(_ plan: SyncPlan, cursor: String?, keptDeletions: [String], removing: Set<RemotePath>,
+                                report: SyncReport) async throws -> SyncReport {
+        var report = report
+        let budget = CacheBudget(cache: cache, settings: options.budget, logger: logger)
         events(.planned(remote: remote, plan: plan))
-        var reduction = try await fetchWithinBudget(plan, budget: budget, removing: removing, into: &report)
+        var (reduction, heads) = try await fetchWithinBudget(plan, budget: budget, removing: removing, into: &report)
         for path in plan.remove {
             let removal = try cache.remove(remote: remote, path: path)
             events(.removed(remote: remote, path: path, keptPinned: !removal.keptPinned.isEmpty))
@@ -149,8 +190,8 @@ public struct Sync: Sendable {
         if let cursor, options.paths.isEmpty, let scope = options.cursorScope { try cache.setCursor(scope + cursor, remote: remote) }
         cache.removeLegacyLockFiles()
         // Estimates were replaced by real start sets: reach the plan exactly.
-        let (finalPlan, tracks) = try budget.plan()
-        let last = try await reduceAnalysing(finalPlan, tracks: tracks, budget: budget)
+        let (finalPlan, tracks) = try budget.plan(heads: heads)
+        let last = try await reduceAnalysing(finalPlan, tracks: tracks, budget: budget, heads: heads)
         reduction.items += last.items
         reduction.busy += last.busy
         report.budget = BudgetSummary(finalPlan, reduction: reduction)
@@ -184,7 +225,7 @@ public struct Sync: Sendable {
                 replaced.insert(RemotePath(remote: remote, path: item.file.path))
             }
             extra.append(PlanningTrack(id: next, remote: remote, path: item.file.path, size: item.file.size, outdatedBytes: outdated,
-                                       startBytes: options.budget.estimate(item.file.size, item.file.path, item.file.mimeType),
+                                       startBytes: options.budget.heads.estimate(size: item.file.size, path: item.file.path, mimeType: item.file.mimeType),
                                        startSetKnown: false, added: now, modified: item.file.modified.timeIntervalSince1970))
             next -= 1
         }
@@ -455,12 +496,16 @@ public struct Sync: Sendable {
     /// the real start sets (until no planned head is an estimate), and finally whole tracks in priority order.
     /// Only the tracks `plan` found incomplete and selected are candidates; nothing the plan does not keep is
     /// fetched, and eviction only ever makes room for higher-priority work.
+    /// Returns what was reduced and the head policy the pull ended under: shorter than it began when the real
+    /// start sets turned out bigger than their estimates and the heads no longer fit (`pull.shorten_heads`).
     private func fetchWithinBudget(_ plan: SyncPlan, budget: CacheBudget, removing: Set<RemotePath>,
-                                   into report: inout SyncReport) async throws -> ReductionReport {
+                                   into report: inout SyncReport) async throws -> (ReductionReport, HeadPolicy) {
         var reduction = ReductionReport()
+        var options = options
         guard !plan.fetch.isEmpty else {
-            let (cachePlan, tracks) = try budget.plan(removing: removing)
-            return try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
+            let (cachePlan, tracks) = try budget.plan(removing: removing, heads: options.heads)
+            return (try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing, heads: options.heads),
+                    options.heads)
         }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
                                   segments: options.segments, segmentThreshold: options.segmentThreshold,
@@ -503,7 +548,16 @@ public struct Sync: Sendable {
         // The plan the rounds ended with, when nothing changed the cache after it was made: the tails' plan.
         var unchanged: (CachePlan, [PlanningTrack])?
         while true {
-            let (cachePlan, tracks) = try budget.plan(removing: removing)
+            let (cachePlan, tracks) = try budget.plan(removing: removing, heads: options.heads)
+            if !cachePlan.allHeadsFit, budget.settings.shortenHeads, let shorter = try shorterHeads(than: options.heads, budget, removing) {
+                // The start sets fetched so far are bigger than estimated: shorter heads for every track, derived
+                // from what is cached (the heads fetched hold the shorter ones).
+                announceShortening(shorter, because: "the heads fetched so far are bigger than estimated: they do not all fit the budget")
+                options.heads = shorter.heads
+                try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
+                tried = []
+                continue
+            }
             if !scheduled {
                 let schedule = ScheduledFetch(remote: remote, cachePlan, tracks, candidates: candidates)
                 events(.scheduled(remote: remote, files: schedule.files, headsOnly: schedule.headsOnly, bytes: schedule.bytes))
@@ -529,8 +583,9 @@ public struct Sync: Sendable {
                 let later = estimated.dropFirst((estimated.count + 1) / 2)
                     .map { RemotePath(remote: remote, path: tracks[$0.track].path) }
                 let leftOut = removing.union(later)
-                let (roundPlan, roundTracks) = try budget.plan(removing: leftOut)
-                let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: leftOut)
+                let (roundPlan, roundTracks) = try budget.plan(removing: leftOut, heads: options.heads)
+                let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: leftOut,
+                                                        heads: options.heads)
                 reduction.items += reduced.items
                 reduction.busy += reduced.busy
                 batch = wanted(roundPlan, roundTracks, .head) { !$0.headPresent && !tried.contains($0.path) }
@@ -540,27 +595,38 @@ public struct Sync: Sendable {
             tried.formUnion(batch.map(\.file.path))
             rounds += 1
             logger.debug("budget: head round \(rounds): \(batch.count) head(s) of \(remote)")
+            let current = options
             tally.add(try await forEach(batch, fetcher: fetcher) { job in
-                try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
+                try await StartSets.fetch(job, fetcher: fetcher, options: current, logger: logger)
                 if job.writer.missingRanges().isEmpty { return nil }
                 return .headCached(fetched: job.fetched)
             })
         }
 
         // Tails: plan with the real start sets, make room, fetch the planned whole tracks in priority order.
-        let (cachePlan, tracks) = try unchanged ?? budget.plan(removing: removing)
-        let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing)
+        let (cachePlan, tracks) = try unchanged ?? budget.plan(removing: removing, heads: options.heads)
+        let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing, heads: options.heads)
         reduction.items += reduced.items
         reduction.busy += reduced.busy
         let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
             .map { FetchItem(file: plan.fetch[$0.file].file, id: tracks[$0.track].id) }
+        let current = options
         tally.add(try await forEach(whole, fetcher: fetcher) { job in
-            try await StartSets.fetch(job, fetcher: fetcher, options: options, logger: logger)
+            try await StartSets.fetch(job, fetcher: fetcher, options: current, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
             return nil
         })
         tally.apply(to: &report)
-        return reduction
+        return (reduction, options.heads)
+    }
+
+    /// The plan under a shorter head policy than `heads` that the library's heads fit now (``HeadFit`` over what is
+    /// known), or nil when no shorter one does better.
+    private func shorterHeads(than heads: HeadPolicy, _ budget: CacheBudget, _ removing: Set<RemotePath>) throws -> CachePlan? {
+        let ladder = budget.settings.heads.ladder
+        let (choice, _) = try budget.plan(removing: removing)
+        guard let now = ladder.firstIndex(of: heads), let then = ladder.firstIndex(of: choice.heads), then > now else { return nil }
+        return choice
     }
 
     /// Where each file of `plan.fetch` is in it, by path: indexes, not a copy of every `RemoteFile` (31 MiB at
@@ -572,7 +638,9 @@ public struct Sync: Sendable {
     /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set
     /// is not known are analysed from their local files first, then the cache is planned and reduced again.
     private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget,
-                                 removing: Set<RemotePath> = []) async throws -> ReductionReport {
+                                 removing: Set<RemotePath> = [], heads: HeadPolicy) async throws -> ReductionReport {
+        var options = options
+        options.heads = heads
         var report = try budget.reduce(to: plan, tracks: tracks)
         guard !report.needsAnalysis.isEmpty else { return report }
         let ids = Set(report.needsAnalysis)
@@ -588,7 +656,7 @@ public struct Sync: Sendable {
             }
         }
         guard analysed > 0 else { return report }
-        let (again, tracksAgain) = try budget.plan(removing: removing)
+        let (again, tracksAgain) = try budget.plan(removing: removing, heads: heads)
         let second = try budget.reduce(to: again, tracks: tracksAgain)
         report.items += second.items
         report.busy += second.busy

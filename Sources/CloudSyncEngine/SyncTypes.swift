@@ -12,10 +12,9 @@ public struct SyncOptions: Sendable {
     public var segments: Int
     /// Files this big or bigger are fetched in `segments` streams.
     public var segmentThreshold: Int64
-    /// At least this many bytes of audio in a start set (`pull.head_first`, `--head-first=SIZE`).
-    public var headBytes: Int64
-    /// Seconds of audio in a start set (`pull.head_seconds`).
-    public var headSeconds: Double
+    /// What a start set keeps (`pull.head_first`, `--head-first=SIZE`, `pull.head_seconds`): the configured
+    /// policy; a pull whose heads do not fit the budget under it analyses under the shorter one it fits (``HeadFit``).
+    public var heads: HeadPolicy
     /// What the cache may hold: every pull plans within it (heads of every track first, then whole tracks).
     public var budget: BudgetSettings
     /// Only files equal to or under these paths (relative to the remote's root, or prefixed with the remote's
@@ -46,9 +45,8 @@ public struct SyncOptions: Sendable {
         self.chunkSize = max(64 << 10, chunkSize)
         self.segments = max(1, segments)
         self.segmentThreshold = max(1, segmentThreshold)
-        self.headBytes = max(0, headBytes)
-        self.headSeconds = max(0, headSeconds)
-        self.budget = budget ?? BudgetSettings(estimate: StartSets.estimator(headBytes: max(0, headBytes), headSeconds: max(0, headSeconds)))
+        heads = HeadPolicy(audioBytes: headBytes, seconds: headSeconds)
+        self.budget = budget ?? BudgetSettings(heads: heads)
         self.paths = paths
         self.filters = filters.filter { !$0.isEmpty }
         self.dryRun = dryRun
@@ -56,16 +54,10 @@ public struct SyncOptions: Sendable {
         self.order = order
     }
 
-    /// The start sets of `remote` in `cache` computed under another policy than `headBytes` and `headSeconds`: the
-    /// next pull derives them again.
-    public static func staleStartSets(in cache: Cache, remote: String, headBytes: Int64, headSeconds: Double) throws -> Int {
-        try cache.startSetsOfOtherPolicies(remote: remote, policy: StartSets.policyKey(headBytes: headBytes, headSeconds: headSeconds),
-                                           legacy: StartSets.legacyPolicyKey).count
-    }
-
-    /// Estimated start-set bytes of a track not analysed yet (for ``BudgetSettings/estimate``).
-    public static func startSetEstimator(headBytes: Int64, headSeconds: Double) -> @Sendable (Int64, String, String?) -> Int64 {
-        StartSets.estimator(headBytes: headBytes, headSeconds: headSeconds)
+    /// The start sets of `remote` in `cache` computed under another policy than `heads`: the next pull derives
+    /// them again.
+    public static func staleStartSets(in cache: Cache, remote: String, heads: HeadPolicy) throws -> Int {
+        try cache.startSetsOfOtherPolicies(remote: remote, policy: heads.key, legacy: StartSets.legacyPolicyKey).count
     }
 
     /// Whether `file` passes every filter (its modification time against `now`).
@@ -247,6 +239,10 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
     public var none: Int
     /// The budget every track's head needs (``CachePlan/headsBytes``; estimated where not analysed yet).
     public var headsBytes: Int64 = 0
+    /// The policy the heads are kept under (``CachePlan/heads``).
+    public var heads: HeadsUsed
+    /// When the heads were shortened to fit (`pull.shorten_heads`): the budget the configured heads would need.
+    public var fullHeadsBytes: Int64?
     /// Tracks reduced to make room (or to respect a lowered budget), and the bytes that left the disk.
     public var reduced: Int
     public var freedBytes: Int64
@@ -261,8 +257,28 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
         case libraryBytes = "library_bytes"
         case headOnly = "head_only"
         case headsBytes = "heads_bytes"
+        case heads
+        case fullHeadsBytes = "full_heads_bytes"
         case freedBytes = "freed_bytes"
         case pinnedOverBudget = "pinned_over_budget"
+    }
+
+    /// Every key, `full_heads_bytes` as null when the heads were not shortened: the shape does not vary.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(budget, forKey: .budget)
+        try c.encode(plannedBytes, forKey: .plannedBytes)
+        try c.encode(libraryBytes, forKey: .libraryBytes)
+        try c.encode(complete, forKey: .complete)
+        try c.encode(headOnly, forKey: .headOnly)
+        try c.encode(none, forKey: .none)
+        try c.encode(headsBytes, forKey: .headsBytes)
+        try c.encode(heads, forKey: .heads)
+        try c.encode(fullHeadsBytes, forKey: .fullHeadsBytes)
+        try c.encode(reduced, forKey: .reduced)
+        try c.encode(freedBytes, forKey: .freedBytes)
+        try c.encode(pinnedOverBudget, forKey: .pinnedOverBudget)
+        try c.encode(limitedByDisk, forKey: .limitedByDisk)
     }
 
     public init(_ plan: CachePlan, reduction: ReductionReport?) {
@@ -273,6 +289,8 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
         headOnly = plan.headOnlyCount
         none = plan.noneCount
         headsBytes = plan.headsBytes
+        heads = HeadsUsed(plan.heads)
+        fullHeadsBytes = plan.fullHeadsBytes
         reduced = reduction?.items.count ?? 0
         freedBytes = reduction?.freedBytes ?? 0
         pinnedOverBudget = plan.pinnedOverBudget
@@ -280,6 +298,21 @@ public struct BudgetSummary: Sendable, Codable, Hashable {
 
     /// The library is bigger than what the cache may hold.
     public var libraryExceedsBudget: Bool { libraryBytes > budget }
+
+    /// A ``HeadPolicy`` in JSON: `{"first": bytes, "seconds": s, "tail": bytes}`.
+    public struct HeadsUsed: Sendable, Codable, Hashable {
+        public var first: Int64
+        public var seconds: Double
+        public var tail: Int64
+
+        public init(_ policy: HeadPolicy) {
+            first = policy.audioBytes
+            seconds = policy.seconds
+            tail = policy.tailBytes
+        }
+
+        public var policy: HeadPolicy { HeadPolicy(audioBytes: first, seconds: seconds, tailBytes: tail) }
+    }
 }
 
 /// What `pull --dry-run` would do for one remote: `--json` prints it.

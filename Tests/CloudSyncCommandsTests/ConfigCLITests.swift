@@ -177,7 +177,7 @@ import Testing
 enum ConfigGenerator {
     static let sections: [(String, [String])] = [
         ("cache", ["dir", "max_size", "min_free", "max_age", "checkpoint"]),
-        ("pull", ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first", "head_seconds", "api_timeout"]),
+        ("pull", ["jobs", "chunk_size", "segments", "segment_threshold", "bwlimit", "retries", "head_first", "head_seconds", "shorten_heads", "api_timeout"]),
         ("audio", ["extensions"]),
         ("remote.r", ["provider", "root", "url", "user", "password", "password_command", "auth", "api_url", "client_id",
                       "access_token", "refresh_token", "listing", "acknowledge_abuse", "include", "exclude", "min_size", "max_age"]),

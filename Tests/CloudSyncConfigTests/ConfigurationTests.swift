@@ -116,7 +116,7 @@ struct ConfigurationTests {
 
     static let schemaErrors: [(String, String)] = [
         ("[pull]\nchunksize = \"8MiB\"\n", "t.toml:2:1: unknown key 'chunksize' in [pull]; did you mean 'chunk_size'?"),
-        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first, head_seconds, api_timeout, delete"),
+        ("[pull]\nzzzzzzzz = 1", "t.toml:2:1: unknown key 'zzzzzzzz' in [pull]; valid keys: jobs, chunk_size, segments, segment_threshold, bwlimit, retries, head_first, head_seconds, shorten_heads, api_timeout, delete"),
         ("[pull]\napi_timeout = \"soon\"", "t.toml:2:15: api_timeout must be a duration like \"90d\", \"12h\", \"30m\" or \"45s\", got \"soon\""),
         ("[cache]\n  maxsize = \"1GiB\"", "t.toml:2:3: unknown key 'maxsize' in [cache]; did you mean 'max_size'?"),
         ("[pul]\njobs = 4\n", "t.toml:1:2: unknown table [pul]; did you mean [pull]?"),
@@ -277,6 +277,9 @@ struct ConfigurationTests {
         for bad in ["head_seconds = 601", "head_seconds = -1", "head_seconds = \"10\"", "head_seconds = nan"] {
             #expect(throws: ConfigError.self, "\(bad)") { try parse("[pull]\n" + bad) }
         }
+        #expect(config.pull.shortenHeads)
+        #expect(try !parse("[pull]\nshorten_heads = false").pull.shortenHeads)
+        #expect(throws: ConfigError.self) { try parse("[pull]\nshorten_heads = \"no\"") }
     }
 
     static let rates: [(String, Int64??)] = [

@@ -48,7 +48,7 @@ struct ExampleConfigurationTests {
                     "extensions", "provider", "root", "api_url", "content_url", "token_url", "auth_url", "device_url",
                     "client_id", "client_secret", "access_token", "refresh_token", "url", "user", "password",
                     "password_command", "ca_file", "auth", "acknowledge_abuse", "include", "exclude", "filter_from", "ignore_case",
-                    "min_size", "min_age", "delete"]
+                    "min_size", "min_age", "delete", "shorten_heads"]
         for key in keys {
             #expect(text.contains("\(key) = "), "config.example.toml does not mention \(key)")
         }

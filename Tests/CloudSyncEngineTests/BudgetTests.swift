@@ -168,8 +168,10 @@ import Testing
         let rows = try Self.rows(fixture.env)
         #expect(rows.count == 20 && rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") }, "\(rows)")
 
-        // Pins come first: `cache pin` says when they push heads out, or exceed the budget alone.
-        // The real heads need about half the estimate the budget was raised to: two whole tracks push heads out.
+        // Pins come first: `cache pin` says when they push heads out, or exceed the budget alone. Two whole
+        // tracks (8 MiB) in 5 MiB more than the heads need leave no room for some heads, however short.
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: ["max_size = \"\(heads + (5 << 20))\"", #"min_free = "0""#],
+                              pull: Self.pull)
         let one = try fixture.env.run(["cache", "pin", "lib/Album/t00.mp3", "lib/Album/t01.mp3"])
         #expect(one.status == 0 && one.stderr.contains("with the pinned tracks complete, ") && one.stderr.contains(" no room for a head"),
                 "stderr: \(one.stderr)")

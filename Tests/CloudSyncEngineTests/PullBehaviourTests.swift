@@ -195,7 +195,7 @@ import Testing
         #expect(remote["unreadable_folders"] as? [String] == [], "every folder was read")
         let budget = try #require(remote["budget"] as? [String: Any])
         #expect(Set(budget.keys) == ["budget", "planned_bytes", "library_bytes", "complete", "head_only", "none", "heads_bytes",
-                                     "reduced", "freed_bytes", "pinned_over_budget", "limited_by_disk"])
+                                     "heads", "full_heads_bytes", "reduced", "freed_bytes", "pinned_over_budget", "limited_by_disk"])
         #expect(remote["remote"] as? String == "lib" && remote["provider"] as? String == "webdav")
         #expect((remote["listed"] as? NSNumber)?.intValue == 2 && (remote["new"] as? NSNumber)?.intValue == 2)
         #expect((remote["fetched_files"] as? NSNumber)?.intValue == 1)

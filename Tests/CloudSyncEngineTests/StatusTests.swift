@@ -20,7 +20,7 @@ import Testing
     }
 
     static let schema = [
-        "cache.budget", "cache.bytes", "cache.free_disk", "cache.heads_bytes", "cache.heads_fit", "cache.library_bytes",
+        "cache.budget", "cache.bytes", "cache.free_disk", "cache.full_heads_bytes", "cache.heads_bytes", "cache.heads_fit", "cache.library_bytes",
         "cache.max_size", "cache.path",
         "ready.instant", "ready.need_network", "ready.tracks",
         "remotes[].bytes", "remotes[].complete", "remotes[].head", "remotes[].last_pull.ended",

@@ -116,6 +116,66 @@ import TestSupport
         #expect(hole.status == 503, "a range outside the start set of a head-only track with the cloud stopped: \(hole.status)")
     }
 
+    /// A library whose heads do not fit the budget keeps shorter ones (`pull.shorten_heads`, on by default), so
+    /// every track still starts offline — the ten formats, real files made by ffmpeg, decoded by ffmpeg through
+    /// `serve` with the cloud stopped; tags come from the shorter heads. Given the budget for the configured heads
+    /// (and a margin), the next pull goes back to them and fetches what they add.
+    @Test func headsThatDoNotFitAreShortenedAndStillStartOffline() async throws {
+        let fixtures = try AudioFixtures.shared(seconds: 120)
+        let dir = try TemporaryDirectory(prefix: "cloudsync-short-heads")
+        let library = dir.file("library")
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        for (name, _) in AudioFixtures.instantStart {
+            try FileManager.default.copyItem(at: fixtures.url(name), to: library.appendingPathComponent(name))
+        }
+        let fake = try await FilesFake(root: library)
+        defer { fake.stop() }
+        let scratch = try BinaryEnv(davURL: fake.davURL)
+        #expect(try scratch.run(["pull", "--remote", "lib"]).status == 0)
+        let heads = try Self.listing(scratch).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+
+        // Three quarters of what the configured heads need (the covers make the shortest heads 63 % of them here).
+        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(heads * 3 / 4)B\"\nmin_free = \"0B\"")
+        let pulled = try env.run(["pull", "--remote", "lib", "--json"])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        #expect(pulled.stderr.contains("shortening them to "), "\(pulled.stderr)")
+        let report = try #require((try JSONSerialization.jsonObject(with: Data(pulled.stdout.utf8)) as? [String: Any])?["remotes"] as? [[String: Any]]).first
+        let budget = try #require(report?["budget"] as? [String: Any])
+        let used = try #require(budget["heads"] as? [String: Any])
+        #expect((used["seconds"] as? NSNumber)?.doubleValue ?? 10 < 10 && budget["none"] as? Int == 0, "\(budget)")
+        #expect(((budget["full_heads_bytes"] as? NSNumber)?.intValue ?? 0) > heads * 3 / 4, "\(budget)")
+        let rows = try Self.listing(env)
+        let short = rows.reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        #expect(rows.count == AudioFixtures.instantStart.count && short < heads * 3 / 4, "heads \(short) of \(heads)")
+        for row in rows {
+            #expect(["head", "cached"].contains(row["state"] as? String ?? "?"), "\(row)")
+            #expect((row["tags"] as? [String: Any])?["title"] as? String == AudioFixtureTags.title, "\(row)")
+        }
+        let status = try env.run(["cache", "status"]).stdout
+        #expect(status.contains("heads shortened to "), "\(status)")
+
+        fake.stop()
+        let (serve, port) = try await env.serve()
+        for (name, _) in AudioFixtures.instantStart {
+            let url = "http://127.0.0.1:\(port)/tracks/lib/\(name)"
+            let decoded = try await offPool {
+                try Tool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url, "-map", "0:a", "-t", "1", "-f", "null", "-"], timeout: 90)
+            }
+            #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(name): ffmpeg exit \(decoded.status): \(decoded.stderr)")
+        }
+        serve.stop()
+
+        // Room for the configured heads again: the next pull derives them and fetches what they add.
+        let fake2 = try await FilesFake(root: library)
+        defer { fake2.stop() }
+        let roomy = try BinaryEnv(davURL: fake2.davURL, extra: "max_size = \"\(heads * 11 / 10)B\"\nmin_free = \"0B\"", reusing: env)
+        let back = try roomy.run(["pull", "--remote", "lib"])
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(back.stderr.contains("again for heads of 512 KiB and 10 s of audio") && !back.stderr.contains("shortening"), "\(back.stderr)")
+        let full = try Self.listing(roomy).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        #expect(full == heads, "heads \(full), the configured ones \(heads)")
+    }
+
     /// `cloudsync ls --offline --json` of the remote, as objects.
     static func listing(_ env: BinaryEnv) throws -> [[String: Any]] {
         let listed = try env.run(["ls", "--offline", "--json", "--remote", "lib"])
