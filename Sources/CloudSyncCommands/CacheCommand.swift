@@ -41,7 +41,7 @@ struct CacheCommand {
         guard let full = plan?.fullHeadsBytes else {
             return "at least \(heads) (pull.head_first, pull.head_seconds)"
         }
-        return "at least \(heads): \(shortenedAdvice(heads, fullHeadsBytes: full, limitedByDisk: limitedByDisk))"
+        return "at least \(heads), shortened \(shortenedReason(fullHeadsBytes: full, limitedByDisk: limitedByDisk))"
     }
 
     func run(_ sub: String) throws -> ExitCode {

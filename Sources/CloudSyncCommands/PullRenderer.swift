@@ -248,8 +248,13 @@ func headsAdvice(_ headsBytes: Int64, limitedByDisk: Bool) -> String {
 /// What a library whose heads fit only shortened says (`pull`, `cache status`, `status` alike): `fullHeadsBytes` is
 /// ``CachePlan/fullHeadsBytes``.
 func shortenedAdvice(_ heads: HeadPolicy, fullHeadsBytes: Int64, limitedByDisk: Bool) -> String {
-    "heads shortened to \(heads) so that every track keeps one (a budget of about \(ByteSize.format(fullHeadsBytes)) "
-        + "keeps pull.head_first and pull.head_seconds: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that"))"
+    "heads shortened to \(heads) \(shortenedReason(fullHeadsBytes: fullHeadsBytes, limitedByDisk: limitedByDisk))"
+}
+
+/// Why heads are shorter than configured, and what keeps the configured ones.
+func shortenedReason(fullHeadsBytes: Int64, limitedByDisk: Bool) -> String {
+    "so that every track keeps one (a budget of about \(ByteSize.format(fullHeadsBytes)) keeps pull.head_first and "
+        + "pull.head_seconds: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that"))"
 }
 
 /// `1 file`, `2 files`: a count with the word in its singular or plural form.

@@ -104,11 +104,11 @@ public struct HeadPolicy: Sendable, Hashable, CustomStringConvertible {
         return min(size, max(0, value))
     }
 
-    /// "512 KiB and 10 s of audio" (and the tail when it is not the default's).
+    /// "512 KiB and 10 s of audio" ("… with the last 64.0 KiB" when the tail is not the default's).
     public var description: String {
         let seconds = seconds.rounded() == seconds && seconds < 1e9 ? String(Int(seconds)) : String(seconds)
         return "\(ByteSize.format(audioBytes)) and \(seconds) s of audio"
-            + (tailBytes == Self.defaultTailBytes ? "" : ", the last \(ByteSize.format(tailBytes))")
+            + (tailBytes == Self.defaultTailBytes ? "" : " with the last \(ByteSize.format(tailBytes))")
     }
 }
 

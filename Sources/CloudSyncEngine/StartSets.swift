@@ -81,9 +81,12 @@ enum StartSets {
     /// Entries another process is writing keep theirs until a later pull. Returns how many were derived again and
     /// how many forgotten.
     @discardableResult
-    static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger) throws -> (derived: Int, forgotten: Int) {
+    /// `reason`, when given, is said first (only when there is something to derive).
+    static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger,
+                         reason: String? = nil) throws -> (derived: Int, forgotten: Int) {
         let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: options.heads.key, legacy: legacyPolicyKey)
         guard !stale.isEmpty else { return (0, 0) }
+        if let reason { logger.info(reason) }
         logger.info("\(remote): deriving the start sets of \(stale.count == 1 ? "1 track" : "\(stale.count) tracks") again for "
             + "heads of \(options.heads)")
         var derived = 0

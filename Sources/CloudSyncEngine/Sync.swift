@@ -143,14 +143,13 @@ public struct Sync: Sendable {
     /// any, the choice is made again over the exact figures, until it holds (each policy tried once).
     private func fitHeads(_ budget: CacheBudget, removing: Set<RemotePath>) throws -> HeadPolicy {
         var options = options
-        var announced: Set<HeadPolicy> = [self.options.heads]
         var (plan, _) = try budget.plan(removing: removing)
         for attempt in 0... {
-            if announced.insert(plan.heads).inserted {
-                announceShortening(plan, because: "the heads of the library do not all fit the budget")
-            }
             options.heads = plan.heads
-            let changed = try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
+            // Said when the cached start sets change to the shorter heads (the summary says it on every pull).
+            let changed = try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger,
+                                                 reason: plan.heads == self.options.heads ? nil
+                                                     : shortening(plan, because: "the heads of the library do not all fit the budget"))
             guard budget.settings.shortenHeads, changed.derived + changed.forgotten > 0, attempt < self.options.heads.ladder.count
             else { break }
             let (again, _) = try budget.plan(removing: removing)
@@ -160,11 +159,11 @@ public struct Sync: Sendable {
         return plan.heads
     }
 
-    /// Says that the heads are shortened to `plan.heads` (the plan that chose them).
-    private func announceShortening(_ plan: CachePlan, because reason: String) {
-        logger.info("\(remote): \(reason) (\(ByteSize.format(plan.budget))) with \(options.budget.heads); shortening them to "
+    /// What a pull says when it shortens the heads to `plan.heads` (the plan that chose them).
+    private func shortening(_ plan: CachePlan, because reason: String) -> String {
+        "\(remote): \(reason) (\(ByteSize.format(plan.budget))) with \(options.budget.heads); shortening them to "
             + "\(plan.heads) so that every track keeps one"
-            + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format($0)) keeps the longer ones)" } ?? ""))
+            + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format($0)) keeps the longer ones)" } ?? "")
     }
 
     /// The pull after listing, under the head policy chosen: fetch within the budget, remove deletions, store the
@@ -552,7 +551,7 @@ public struct Sync: Sendable {
             if !cachePlan.allHeadsFit, budget.settings.shortenHeads, let shorter = try shorterHeads(than: options.heads, budget, removing) {
                 // The start sets fetched so far are bigger than estimated: shorter heads for every track, derived
                 // from what is cached (the heads fetched hold the shorter ones).
-                announceShortening(shorter, because: "the heads fetched so far are bigger than estimated: they do not all fit the budget")
+                logger.info(shortening(shorter, because: "the heads fetched so far are bigger than estimated: they do not all fit the budget"))
                 options.heads = shorter.heads
                 try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
                 tried = []

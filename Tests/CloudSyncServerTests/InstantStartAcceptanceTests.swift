@@ -118,8 +118,9 @@ import TestSupport
 
     /// A library whose heads do not fit the budget keeps shorter ones (`pull.shorten_heads`, on by default), so
     /// every track still starts offline — the ten formats, real files made by ffmpeg, decoded by ffmpeg through
-    /// `serve` with the cloud stopped; tags come from the shorter heads. Given the budget for the configured heads
-    /// (and a margin), the next pull goes back to them and fetches what they add.
+    /// `serve` with the cloud stopped; tags come from the shorter heads. The shortest step (2 s of audio, a 64 KiB
+    /// tail) starts every format too. Given the budget for the configured heads (and a margin), the next pull goes
+    /// back to them and fetches what they add.
     @Test func headsThatDoNotFitAreShortenedAndStillStartOffline() async throws {
         let fixtures = try AudioFixtures.shared(seconds: 120)
         let dir = try TemporaryDirectory(prefix: "cloudsync-short-heads")
@@ -128,52 +129,68 @@ import TestSupport
         for (name, _) in AudioFixtures.instantStart {
             try FileManager.default.copyItem(at: fixtures.url(name), to: library.appendingPathComponent(name))
         }
-        let fake = try await FilesFake(root: library)
+        var fake = try await FilesFake(root: library)
         defer { fake.stop() }
+        func heads(_ env: BinaryEnv) throws -> Int {
+            try Self.listing(env).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        }
+        /// Pulls into `env`, expects every track to keep a head under shorter settings than configured, then
+        /// stops the cloud and decodes each track's first second through `serve`. Returns the heads' bytes.
+        func pullShortenedAndPlayOffline(_ env: BinaryEnv, budget: Int, tail: Int? = nil) async throws -> Int {
+            let pulled = try env.run(["pull", "--remote", "lib", "--json"])
+            #expect(pulled.status == 0, "\(pulled.stderr)")
+            #expect(pulled.stderr.contains("shortening them to "), "\(pulled.stderr)")
+            let report = try #require((try JSONSerialization.jsonObject(with: Data(pulled.stdout.utf8)) as? [String: Any])?["remotes"] as? [[String: Any]]).first
+            let summary = try #require(report?["budget"] as? [String: Any])
+            let used = try #require(summary["heads"] as? [String: Any])
+            #expect(summary["none"] as? Int == 0 && ((summary["full_heads_bytes"] as? NSNumber)?.intValue ?? 0) > budget, "\(summary)")
+            if let tail { #expect((used["tail"] as? NSNumber)?.intValue == tail, "\(summary)") }
+            let rows = try Self.listing(env)
+            #expect(rows.count == AudioFixtures.instantStart.count)
+            for row in rows {
+                #expect(["head", "cached"].contains(row["state"] as? String ?? "?"), "\(row)")
+                #expect((row["tags"] as? [String: Any])?["title"] as? String == AudioFixtureTags.title, "\(row)")
+            }
+            #expect(try env.run(["cache", "status"]).stdout.contains(", shortened so that every track keeps one"))
+            fake.stop()
+            let (serve, port) = try await env.serve()
+            defer { serve.stop() }
+            for (name, _) in AudioFixtures.instantStart {
+                let url = "http://127.0.0.1:\(port)/tracks/lib/\(name)"
+                let decoded = try await offPool {
+                    try Tool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url, "-map", "0:a", "-t", "1", "-f", "null", "-"], timeout: 90)
+                }
+                #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(name): ffmpeg exit \(decoded.status): \(decoded.stderr)")
+            }
+            fake = try await FilesFake(root: library)
+            return try heads(env)
+        }
+
         let scratch = try BinaryEnv(davURL: fake.davURL)
         #expect(try scratch.run(["pull", "--remote", "lib"]).status == 0)
-        let heads = try Self.listing(scratch).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        let full = try heads(scratch)
 
         // Three quarters of what the configured heads need (the covers make the shortest heads 63 % of them here).
-        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(heads * 3 / 4)B\"\nmin_free = \"0B\"")
-        let pulled = try env.run(["pull", "--remote", "lib", "--json"])
-        #expect(pulled.status == 0, "\(pulled.stderr)")
-        #expect(pulled.stderr.contains("shortening them to "), "\(pulled.stderr)")
-        let report = try #require((try JSONSerialization.jsonObject(with: Data(pulled.stdout.utf8)) as? [String: Any])?["remotes"] as? [[String: Any]]).first
-        let budget = try #require(report?["budget"] as? [String: Any])
-        let used = try #require(budget["heads"] as? [String: Any])
-        #expect((used["seconds"] as? NSNumber)?.doubleValue ?? 10 < 10 && budget["none"] as? Int == 0, "\(budget)")
-        #expect(((budget["full_heads_bytes"] as? NSNumber)?.intValue ?? 0) > heads * 3 / 4, "\(budget)")
-        let rows = try Self.listing(env)
-        let short = rows.reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
-        #expect(rows.count == AudioFixtures.instantStart.count && short < heads * 3 / 4, "heads \(short) of \(heads)")
-        for row in rows {
-            #expect(["head", "cached"].contains(row["state"] as? String ?? "?"), "\(row)")
-            #expect((row["tags"] as? [String: Any])?["title"] as? String == AudioFixtureTags.title, "\(row)")
-        }
-        let status = try env.run(["cache", "status"]).stdout
-        #expect(status.contains("heads shortened to "), "\(status)")
+        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(full * 3 / 4)B\"\nmin_free = \"0B\"")
+        let short = try await pullShortenedAndPlayOffline(env, budget: full * 3 / 4)
+        #expect(short <= full * 3 / 4, "heads \(short) of \(full)")
 
-        fake.stop()
-        let (serve, port) = try await env.serve()
-        for (name, _) in AudioFixtures.instantStart {
-            let url = "http://127.0.0.1:\(port)/tracks/lib/\(name)"
-            let decoded = try await offPool {
-                try Tool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url, "-map", "0:a", "-t", "1", "-f", "null", "-"], timeout: 90)
-            }
-            #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(name): ffmpeg exit \(decoded.status): \(decoded.stderr)")
-        }
-        serve.stop()
+        // The shortest step: configured at 64 KiB and 2 s, its only shorter step keeps a 64 KiB tail instead of 128.
+        let lean = "[pull]\nhead_first = \"64KiB\"\nhead_seconds = 2\n"
+        let measure = try BinaryEnv(davURL: fake.davURL, extra: "\n" + lean)
+        #expect(try measure.run(["pull", "--remote", "lib"]).status == 0)
+        let twoSeconds = try heads(measure)
+        let shortest = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(twoSeconds - (32 << 10))B\"\nmin_free = \"0B\"\n" + lean)
+        let leanest = try await pullShortenedAndPlayOffline(shortest, budget: twoSeconds - (32 << 10), tail: 64 << 10)
+        print("shortened heads of the ten formats: \(full) bytes configured, \(short) at three quarters, \(twoSeconds) at 64 KiB "
+            + "and 2 s, \(leanest) with a 64 KiB tail")
 
         // Room for the configured heads again: the next pull derives them and fetches what they add.
-        let fake2 = try await FilesFake(root: library)
-        defer { fake2.stop() }
-        let roomy = try BinaryEnv(davURL: fake2.davURL, extra: "max_size = \"\(heads * 11 / 10)B\"\nmin_free = \"0B\"", reusing: env)
+        let roomy = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(full * 11 / 10)B\"\nmin_free = \"0B\"", reusing: env)
         let back = try roomy.run(["pull", "--remote", "lib"])
         #expect(back.status == 0, "\(back.stderr)")
         #expect(back.stderr.contains("again for heads of 512 KiB and 10 s of audio") && !back.stderr.contains("shortening"), "\(back.stderr)")
-        let full = try Self.listing(roomy).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
-        #expect(full == heads, "heads \(full), the configured ones \(heads)")
+        #expect(try heads(roomy) == full)
     }
 
     /// `cloudsync ls --offline --json` of the remote, as objects.
