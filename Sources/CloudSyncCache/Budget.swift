@@ -84,6 +84,18 @@ extension Cache {
         }
     }
 
+    /// The remotes with entries whose start set was computed under another policy than `policy` (see
+    /// ``startSetsOfOtherPolicies(remote:policy:legacy:)``), in name order.
+    public func remotesWithStartSetsOfOtherPolicies(policy: String, legacy: String) throws(CacheError) -> [String] {
+        try withDatabase { db throws(CacheError) in
+            try db.query("""
+                SELECT DISTINCT remote FROM files
+                WHERE start_set IS NOT NULL AND coalesce(start_policy, ?) != ?
+                ORDER BY remote
+                """, [.text(legacy), .text(policy)]) { $0.text(0) }
+        }
+    }
+
     /// Forgets the start sets of `remote`'s `paths` (the tags read from them stay): each is analysed again
     /// when next fetched as a head, or planned at an estimate until then. One transaction; an entry another
     /// writer holds is left as it is. Returns the paths forgotten.

@@ -109,8 +109,11 @@ struct CacheCommand {
             }
         case "evict":
             let dryRun = context.arguments.has("dry-run")
-            let (plan, tracks) = try budget(config, cache).plan()
-            let report = try budget(config, cache).reduce(to: plan, tracks: tracks, dryRun: dryRun)
+            let budget = budget(config, cache)
+            // Heads shortened to fit are derived from the cached bytes first, so shrinking keeps the shorter ones.
+            let heads = dryRun ? nil : try budget.fitHeads()
+            let (plan, tracks) = try budget.plan(heads: heads)
+            let report = try budget.reduce(to: plan, tracks: tracks, dryRun: dryRun)
             for e in report.items where !quiet {
                 let verb = e.action == "head" ? (dryRun ? "would shrink" : "shrunk") : (dryRun ? "would evict" : "evicted")
                 console.out("\(verb.rightPad(12)) \(ByteSize.format(e.bytes).leftPad(9))  \(TerminalText.escape("\(e.remote)/\(e.path)"))\(e.action == "head" ? "  (keeps its head)" : "")\n")

@@ -118,6 +118,35 @@ public struct CacheBudget: Sendable {
         return (plan, tracks)
     }
 
+    /// The head policy to keep the cache under now: the configured one, or (`shortenHeads`) the first shorter step
+    /// of its ladder the library's heads fit (``HeadFit``, the choice ``plan(removing:extra:heads:now:)`` makes).
+    /// The start sets of every remote recorded under another policy are derived again under it from the cached
+    /// bytes (the remotes share the budget, so a plan counting them shorter must find them shorter); when that
+    /// changed any, the choice is made again over the exact figures, until it holds (at most once per step).
+    /// Entries another process is writing keep theirs until a later call.
+    public func fitHeads(removing: Set<RemotePath> = []) throws -> HeadPolicy {
+        var options = SyncOptions()
+        var (plan, _) = try plan(removing: removing)
+        for attempt in 0... {
+            options.heads = plan.heads
+            // Said when the cached start sets change to shorter heads (a pull's summary says it every time).
+            let changed = try StartSets.rederiveAll(cache: cache, options: options, logger: logger,
+                                                    reason: plan.heads == settings.heads ? nil
+                                                        : shortening(plan, because: "the heads of the library do not all fit the budget"))
+            guard settings.shortenHeads, changed.derived + changed.forgotten > 0, attempt < settings.heads.ladder.count else { break }
+            let (again, _) = try self.plan(removing: removing)
+            if again.heads == plan.heads { break }
+            plan = again
+        }
+        return plan.heads
+    }
+
+    /// What is said when the heads are shortened to `plan.heads` (the plan that chose them).
+    func shortening(_ plan: CachePlan, because reason: String) -> String {
+        "\(reason) (\(ByteSize.format(plan.budget))) with \(settings.heads); shortening them to \(plan.heads) so that every "
+            + "track keeps one" + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format($0)) keeps the longer ones)" } ?? "")
+    }
+
     /// `cache.max_size`, lowered so the filesystem keeps `cache.min_free` free: what the cache holds now plus
     /// what is free beyond the floor. The floor is at least ``bookkeepingReserve``, also with `min_free = 0`.
     public func budget(held: Int64? = nil) throws(CacheError) -> Int64 {

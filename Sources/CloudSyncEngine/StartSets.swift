@@ -111,6 +111,21 @@ enum StartSets {
         return (derived, forgotten)
     }
 
+    /// ``rederive(remote:cache:options:logger:reason:)`` for every remote of the cache: they share one budget, so
+    /// the start sets of every remote follow the policy the heads fit under. `reason` is said once, first.
+    @discardableResult
+    static func rederiveAll(cache: Cache, options: SyncOptions, logger: Logger, reason: String? = nil) throws -> (derived: Int, forgotten: Int) {
+        var total = (derived: 0, forgotten: 0)
+        var reason = reason
+        for remote in try cache.remotesWithStartSetsOfOtherPolicies(policy: options.heads.key, legacy: legacyPolicyKey) {
+            let changed = try rederive(remote: remote, cache: cache, options: options, logger: logger, reason: reason)
+            if changed.derived + changed.forgotten > 0 { reason = nil }
+            total.derived += changed.derived
+            total.forgotten += changed.forgotten
+        }
+        return total
+    }
+
     /// Records `found` with its tags (JSON of ``TrackInfo``), duration and the key of `options`' policy.
     private static func record(_ found: StartSet, in writer: EntryWriter, options: SyncOptions) throws {
         try writer.setStartSet(found.ranges, tags: found.info.isEmpty ? nil : found.info.json,

@@ -134,36 +134,8 @@ public struct Sync: Sendable {
         // Start sets computed under another policy than the one the heads fit under are derived again before
         // planning; the rest of the pull plans and analyses under it.
         var fitted = self
-        fitted.options.heads = try fitHeads(budget, removing: removing)
+        fitted.options.heads = try budget.fitHeads(removing: removing)
         return try await fitted.fetchAndSettle(plan, cursor: cursor, keptDeletions: keptDeletions, removing: removing, report: report)
-    }
-
-    /// The head policy this pull plans and analyses under: the configured one, or (`pull.shorten_heads`) the
-    /// first shorter step of its ladder the library's heads fit (``HeadFit``). `remote`'s start sets are derived again under it from the cached bytes; when that changed
-    /// any, the choice is made again over the exact figures, until it holds (each policy tried once).
-    private func fitHeads(_ budget: CacheBudget, removing: Set<RemotePath>) throws -> HeadPolicy {
-        var options = options
-        var (plan, _) = try budget.plan(removing: removing)
-        for attempt in 0... {
-            options.heads = plan.heads
-            // Said when the cached start sets change to the shorter heads (the summary says it on every pull).
-            let changed = try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger,
-                                                 reason: plan.heads == self.options.heads ? nil
-                                                     : shortening(plan, because: "the heads of the library do not all fit the budget"))
-            guard budget.settings.shortenHeads, changed.derived + changed.forgotten > 0, attempt < self.options.heads.ladder.count
-            else { break }
-            let (again, _) = try budget.plan(removing: removing)
-            if again.heads == plan.heads { return again.heads }
-            plan = again
-        }
-        return plan.heads
-    }
-
-    /// What a pull says when it shortens the heads to `plan.heads` (the plan that chose them).
-    private func shortening(_ plan: CachePlan, because reason: String) -> String {
-        "\(remote): \(reason) (\(ByteSize.format(plan.budget))) with \(options.budget.heads); shortening them to "
-            + "\(plan.heads) so that every track keeps one"
-            + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format($0)) keeps the longer ones)" } ?? "")
     }
 
     /// The pull after listing, under the head policy chosen: fetch within the budget, remove deletions, store the
@@ -551,9 +523,9 @@ public struct Sync: Sendable {
             if !cachePlan.allHeadsFit, budget.settings.shortenHeads, let shorter = try shorterHeads(than: options.heads, budget, removing) {
                 // The start sets fetched so far are bigger than estimated: shorter heads for every track, derived
                 // from what is cached (the heads fetched hold the shorter ones).
-                logger.info(shortening(shorter, because: "the heads fetched so far are bigger than estimated: they do not all fit the budget"))
                 options.heads = shorter.heads
-                try StartSets.rederive(remote: remote, cache: cache, options: options, logger: logger)
+                try StartSets.rederiveAll(cache: cache, options: options, logger: logger,
+                                          reason: budget.shortening(shorter, because: "the heads fetched so far are bigger than estimated: they do not all fit the budget"))
                 tried = []
                 continue
             }

@@ -236,6 +236,35 @@ import Testing
         try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
     }
 
+    /// A budget lowered below what the heads need: `cache evict` shortens every head (derived from the cached
+    /// bytes) instead of evicting the lowest-priority tracks, and the cache ends within the budget; `cache status`
+    /// and the next pull agree and fetch nothing.
+    @Test func aLoweredBudgetShortensTheHeadsAtEvict() throws {
+        let fixture = try Fixture(seed: 87, files: Self.files(count: 20), cache: [#"max_size = "24MiB""#, #"min_free = "0""#],
+                                  pull: Self.pull)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        // Unrecognised bytes: each head is the first 128 KiB and the last 128 KiB (64 KiB at the shortest step).
+        try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: [#"max_size = "4MiB""#, #"min_free = "0""#],
+                              pull: Self.pull)
+        let evict = try fixture.env.run(["cache", "evict"])
+        #expect(evict.status == 0, "stderr: \(evict.stderr)")
+        #expect(evict.stderr.contains("shortening them to 64.0 KiB and 2 s of audio with the last 64.0 KiB"), "stderr: \(evict.stderr)")
+        #expect(!evict.stdout.contains("evicted "), "stdout: \(evict.stdout)")
+        #expect(try Self.held(fixture.env) <= 4 << 20)
+        let rows = try Self.rows(fixture.env)
+        #expect(rows.count == 20 && rows.allSatisfy { $0["state"] as? String == "head" && ($0["head_bytes"] as? NSNumber)?.intValue == 192 << 10 },
+                "\(rows.map { "\($0["state"] ?? "?") \($0["head_bytes"] ?? "?")" })")
+        let status = try fixture.env.run(["cache", "status"]).stdout
+        #expect(status.contains("heads:    at least 64.0 KiB and 2 s of audio with the last 64.0 KiB, shortened so that every track keeps one"),
+                "stdout: \(status)")
+        try fixture.server.reset()
+        let pull = try fixture.env.run(["pull"])
+        #expect(pull.status == 0 && !pull.stderr.contains("deriving"), "stderr: \(pull.stderr)")
+        #expect(try fixture.server.stats()["get"] == 0)
+        try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+    }
+
     /// A dry run prints the plan and fetches nothing; a lowered budget shrinks the cache at the next
     /// `cache evict`, lowest priority first, keeping every head.
     @Test func dryRunAndALoweredBudget() throws {
