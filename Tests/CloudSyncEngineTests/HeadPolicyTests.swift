@@ -134,6 +134,44 @@ import Testing
         #expect(roomy.heads == .standard && roomy.fullHeadsBytes == nil && roomy.allHeadsFit)
     }
 
+    @Test("seeded: the plan's heads are the heads its choice weighed; they fit unless the shortest does not", arguments: [0, 1])
+    func planAndChoiceAgree(variant: Int) throws {
+        let s = seed("HeadPolicyTests.planAndChoiceAgree") &+ UInt64(variant)
+        var random = SeededRandom(seed: s)
+        let ladder = HeadPolicy.standard.ladder
+        for round in 0 ..< 6 {
+            let dir = try TemporaryDirectory()
+            defer { dir.cleanup() }
+            let cache = try Cache.open(root: dir.url)
+            for i in 0 ..< Int.random(in: 1 ... 40, using: &random) {
+                let path = "t\(i)." + ["mp3", "flac", "ogg", "wav", "ape"].randomElement(using: &random)!
+                let size = Int64.random(in: 1 ... 40_000_000, using: &random)
+                try cache.upsert(remote: ["a", "b"].randomElement(using: &random)!,
+                                 file: RemoteFile(path: path, size: size, modified: Date(timeIntervalSince1970: 1_700_000_000 + Double(i))))
+                guard Bool.random(using: &random) else { continue }
+                let remote = try #require(try cache.entries().first { $0.path == path }?.remote)
+                let writer = try cache.openWriter(remote: remote, path: path)
+                let known = Int64.random(in: 0 ... min(size, 4 << 20), using: &random)
+                try writer.setStartSet(ByteRanges(0 ..< known), tags: nil, duration: Bool.random(using: &random) ? Double.random(in: 1 ... 900, using: &random) : nil,
+                                       policy: Bool.random(using: &random) ? nil : ladder.randomElement(using: &random)!.key)
+                writer.close()
+                if Int.random(in: 0 ..< 8, using: &random) == 0 { try cache.pin(remote: remote, path: path) }
+            }
+            let maxSize = Int64.random(in: 0 ... 60 << 20, using: &random)
+            let budget = CacheBudget(cache: cache, settings: BudgetSettings(maxSize: maxSize, minFree: 0))
+            let (plan, tracks) = try budget.plan()
+            let index = try #require(ladder.firstIndex(of: plan.heads))
+            let weighed = HeadEstimates(rows: try cache.planningRows(), extra: [], configured: .standard).headsBytes(under: plan.heads)
+            #expect(plan.headsBytes == weighed, "seed \(s) round \(round)")
+            #expect(plan.allHeadsFit || index == ladder.count - 1 || plan.pinnedOverBudget, "seed \(s) round \(round): \(index)")
+            #expect((plan.fullHeadsBytes != nil) == (index > 0), "seed \(s) round \(round)")
+            #expect(tracks.allSatisfy { $0.startBytes <= $0.size }, "seed \(s) round \(round)")
+            // Planning under the policy chosen gives the same plan.
+            let (again, _) = try budget.plan(heads: plan.heads)
+            #expect(again.targets == plan.targets && again.headsBytes == plan.headsBytes, "seed \(s) round \(round)")
+        }
+    }
+
     /// Re-deriving never guesses: a head whose structure is not all held (an ID3v2 tag longer than its bytes) is
     /// forgotten, to be read whole when fetched, not given the fallback the analysis ends in; a complete file the
     /// analysis does not recognise keeps its fallback under the new policy.
