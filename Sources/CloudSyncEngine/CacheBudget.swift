@@ -80,41 +80,43 @@ public struct CacheBudget: Sendable {
         }
         let budget = try budget(held: held)
         let fit = HeadEstimates(rows: rows, extra: extra, configured: settings.heads)
+        // Each policy's start bytes are computed once (an estimate per track not analysed yet).
+        var computed: [HeadPolicy: [Int64]] = [:]
+        func starts(_ policy: HeadPolicy) -> [Int64] {
+            if let known = computed[policy] { return known }
+            let values = fit.startBytes(under: policy)
+            computed[policy] = values
+            return values
+        }
         let heads: HeadPolicy
-        var fullHeadsBytes: Int64?
         if let given {
             heads = given
-            if given != settings.heads { fullHeadsBytes = fit.headsBytes(under: settings.heads) }
+        } else if settings.shortenHeads {
+            let ladder = settings.heads.ladder
+            heads = ladder[HeadFit.choose(ladder, budget: budget, current: fit.currentStep(of: ladder)) { fit.headsBytes(starts($0)) }.index]
         } else {
-            let ladder = settings.shortenHeads ? settings.heads.ladder : [settings.heads]
-            var configured: Int64?
-            let (index, _) = HeadFit.choose(ladder, budget: budget, current: fit.currentStep(of: ladder)) { policy in
-                let bytes = fit.headsBytes(under: policy)
-                if policy == settings.heads { configured = bytes }
-                return bytes
-            }
-            heads = ladder[index]
-            if index > 0 { fullHeadsBytes = configured }
+            heads = settings.heads
         }
+        let chosen = starts(heads)
 
         var tracks: [PlanningTrack] = []
         tracks.reserveCapacity(rows.count + extra.count)
         let ageLimit = settings.maxAge.map { now.timeIntervalSince1970 - $0 }
-        for row in rows {
+        for (index, row) in rows.enumerated() {
             tracks.append(PlanningTrack(
                 id: row.id, remote: row.remote, path: row.path, size: row.size, pinned: row.pinned,
                 complete: row.state == .complete, partialBytes: row.partialBytes, outdatedBytes: row.outdatedBytes,
-                startBytes: fit.startBytes(row, under: heads), startSetKnown: row.startBytes != nil, headPresent: row.headPresent,
+                startBytes: chosen[index], startSetKnown: row.startBytes != nil, headPresent: row.headPresent,
                 lastPlayed: row.lastPlayed, added: row.added, modified: row.modified,
                 mayComplete: ageLimit.map { max(row.lastPlayed, row.lastAccess, row.added) >= $0 } ?? true))
         }
-        for var track in extra {
-            track.startBytes = fit.startBytes(track, under: heads)
+        for (index, var track) in extra.enumerated() {
+            track.startBytes = chosen[rows.count + index]
             tracks.append(track)
         }
         var plan = Planner.plan(tracks, budget: budget)
         plan.heads = heads
-        plan.fullHeadsBytes = fullHeadsBytes
+        if heads != settings.heads { plan.fullHeadsBytes = fit.headsBytes(starts(settings.heads)) }
         return (plan, tracks)
     }
 
@@ -256,13 +258,25 @@ struct HeadEstimates {
                                duration: row.duration)
     }
 
-    /// The budget every head needs under `policy`: pinned tracks whole, every other track's start set.
-    func headsBytes(under policy: HeadPolicy) -> Int64 {
+    /// Every track's start bytes under `policy`: `rows` then `extra`, in their order.
+    func startBytes(under policy: HeadPolicy) -> [Int64] {
+        var values: [Int64] = []
+        values.reserveCapacity(rows.count + extra.count)
+        for row in rows { values.append(startBytes(row, under: policy)) }
+        for track in extra { values.append(startBytes(track, under: policy)) }
+        return values
+    }
+
+    /// The budget every head needs given each track's start bytes (``startBytes(under:)``): pinned tracks whole.
+    func headsBytes(_ starts: [Int64]) -> Int64 {
         var sum: Int64 = 0
-        for row in rows { sum = sum.addingSaturating(row.pinned ? row.size : startBytes(row, under: policy)) }
-        for track in extra { sum = sum.addingSaturating(track.pinned ? track.size : startBytes(track, under: policy)) }
+        for (index, row) in rows.enumerated() { sum = sum.addingSaturating(row.pinned ? row.size : starts[index]) }
+        for (index, track) in extra.enumerated() { sum = sum.addingSaturating(track.pinned ? track.size : starts[rows.count + index]) }
         return sum
     }
+
+    /// The budget every head needs under `policy`.
+    func headsBytes(under policy: HeadPolicy) -> Int64 { headsBytes(startBytes(under: policy)) }
 
     func startBytes(_ track: PlanningTrack, under policy: HeadPolicy) -> Int64 {
         track.startSetKnown || policy == configured ? track.startBytes
