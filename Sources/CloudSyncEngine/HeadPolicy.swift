@@ -79,10 +79,8 @@ public struct HeadPolicy: Sendable, Hashable, CustomStringConvertible {
 
     /// Start-set bytes under this policy of a track whose start set is `known` bytes under `recorded`: the known
     /// bytes with the audio part and the tail of `recorded` replaced by this policy's, at the track's own byte rate
-    /// (`size ÷ duration`). The analysis gives a duration for what it understands (not for a FLAC stream that
-    /// does not declare its length); without one the start set is taken for the analysis's fallback, whose first
-    /// part follows `audioBytes` alone. Within `0...size`; exact when
-    /// `recorded` is this policy.
+    /// (`size ÷ duration`). The analysis gives a duration for what it understands; without one the larger of two
+    /// readings counts (see the body). Within `0...size`; exact when `recorded` is this policy.
     public func estimate(size: Int64, path: String, mimeType: String?, known: Int64, recorded: HeadPolicy, duration: Double?) -> Int64 {
         let size = max(0, size)
         guard recorded != self else { return min(size, max(0, known)) }
@@ -96,10 +94,16 @@ public struct HeadPolicy: Sendable, Hashable, CustomStringConvertible {
             }
             value = known.addingSaturating(part(self)).addingSaturating(-part(recorded))
         } else {
-            // No duration: the start set is the analysis's fallback (a format it does not know), whose first bytes
-            // follow `audioBytes` (plus 64 KiB) and whose tail follows `tailBytes`; seconds do not enter it.
-            value = known.addingSaturating(audioBytes).addingSaturating(-recorded.audioBytes)
+            // No duration: most likely the analysis's fallback (a format it does not know), whose first bytes
+            // follow `audioBytes` (plus 64 KiB) and whose tail follows `tailBytes`, seconds not entering it; but a
+            // FLAC stream that does not declare its length has none either, and its audio follows the seconds at
+            // the format's typical rate. The larger of the two: an estimate too small would have a pull take longer
+            // heads, find they do not fit, and shorten them again on every pull.
+            let fallback = known.addingSaturating(audioBytes).addingSaturating(-recorded.audioBytes)
                 .addingSaturating(tailBytes).addingSaturating(-recorded.tailBytes)
+            let typical = known.addingSaturating(estimate(size: size, path: path, mimeType: mimeType))
+                .addingSaturating(-recorded.estimate(size: size, path: path, mimeType: mimeType))
+            value = max(fallback, typical)
         }
         return min(size, max(0, value))
     }

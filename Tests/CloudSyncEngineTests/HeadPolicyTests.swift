@@ -53,9 +53,21 @@ import Testing
         // A 1,411 kbit/s WAV: 10 s is 1,764,000 bytes; 2 s 352,800.
         let wav: Int64 = 42_336_000
         #expect(under(ladder[3], known: 2_000_000, size: wav) == 2_000_000 - 1_764_000 - (128 << 10) + 352_800 + (64 << 10))
-        // Without a duration the start set is the fallback: its first part follows the audio bytes, its tail the tail.
+        // Without a duration the start set is taken for the fallback (its first part follows the audio bytes, its
+        // tail the tail) or for audio at the format's typical rate, whichever counts more.
         #expect(under(ladder[1], duration: nil) == known - (256 << 10))
         #expect(under(ladder[3], duration: nil) == known - (448 << 10) - (64 << 10))
+        // A FLAC without a length: 10 s at the typical 112,500 B/s is 1,125,000 bytes of audio, 3 s 337,500. Shorter
+        // heads count the fallback's smaller saving, longer ones the typical rate's bigger cost.
+        let flac = HeadPolicy.standard.ladder[2].estimate(size: 30_000_000, path: "a.flac", mimeType: nil, known: 1_300_000,
+                                                          recorded: .standard, duration: nil)
+        #expect(flac == 1_300_000 - (384 << 10))
+        let back = HeadPolicy.standard.estimate(size: 30_000_000, path: "a.flac", mimeType: nil, known: 500_000,
+                                                recorded: HeadPolicy.standard.ladder[2], duration: nil)
+        #expect(back == 500_000 + 1_125_000 - 337_500)
+        // An unknown format: the fallback's first part and tail.
+        #expect(HeadPolicy.standard.estimate(size: 30_000_000, path: "a.ape", mimeType: nil, known: 200_000,
+                                             recorded: HeadPolicy.standard.ladder[3], duration: nil) == 200_000 + (448 << 10) + (64 << 10))
         // Never past the file, never below nothing.
         #expect(under(HeadPolicy(audioBytes: 64 << 20, seconds: 600), known: 100_000, size: 200_000) == 200_000)
         #expect(under(ladder[3], known: 10, size: 200_000) == 0)
