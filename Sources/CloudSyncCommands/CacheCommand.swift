@@ -9,11 +9,6 @@ import Foundation
 struct CacheCommand {
     let context: CommandContext
 
-    /// `10 s`, `2.5 s`: a setting in seconds as written.
-    static func seconds(_ value: Double) -> String {
-        value.rounded() == value && value.magnitude < 1e15 ? "\(Int(value)) s" : "\(value) s"
-    }
-
     /// What `cache pin` warns of once the pins are in the plan: pinned tracks over the budget, or other tracks
     /// left without a head. nil when every head still fits.
     private func pinWarning(_ plan: CachePlan) -> String? {

@@ -79,9 +79,8 @@ enum StartSets {
     /// (the rest of a head is shrunk by the plan), a bigger one is fetched as a head. A start set that cannot be
     /// derived from what is held (no bytes, its structure not all there) is forgotten: analysed when next fetched.
     /// Entries another process is writing keep theirs until a later pull. Returns how many were derived again and
-    /// how many forgotten.
+    /// how many forgotten. `reason`, when given, is said first (only when there is something to derive).
     @discardableResult
-    /// `reason`, when given, is said first (only when there is something to derive).
     static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger,
                          reason: String? = nil) throws -> (derived: Int, forgotten: Int) {
         let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: options.heads.key, legacy: legacyPolicyKey)

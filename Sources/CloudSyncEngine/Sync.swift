@@ -14,7 +14,7 @@ public struct Sync: Sendable {
     public let transport: any Transport
     public let pacer: Pacer
     public let cache: Cache
-    /// Within a pull, `heads` and `budget.heads` become the policy the heads fit under (``fitHeads(_:removing:)``).
+    /// Within a pull, `heads` becomes the policy the heads fit under (``CacheBudget/fitHeads(removing:)``).
     public internal(set) var options: SyncOptions
     public let logger: Logger
     /// Settable inside the module: ``run()`` wraps it to count what a run that stops with an error did fetch.
