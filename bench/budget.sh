@@ -5,7 +5,9 @@
 # over a 20,000-track index: `cache evict --dry-run` (index read + plan, no listing, no fetch); (3) every track
 # ready behind a cloud's round trip: 100 × 1 MiB through bench/faultproxy.py --latency 0.05 with a budget of the
 # start sets, the pull's wall time with a start set's parts asked for at once (default) and one after the other
-# (`--segments 1`), next to the floor of ceil(tracks / jobs) round trips.
+# (`--segments 1`), next to the floor of ceil(tracks / jobs) round trips; (4) heads shortened to fit: 60 real
+# 256 kbit/s MP3s of 4 MiB at budgets from room for every default head down to a sixth of it, the head settings a
+# pull chose, the mean head, tracks with a head and the bytes held, then back to a roomy budget (bytes fetched).
 #   usage: bench/budget.sh [--quick]        --quick: 2,000 tracks for (2), 20 tracks and one run for (3)
 source "$(dirname "$0")/lib.sh"
 need nginx
@@ -99,6 +101,40 @@ at_once=$(median_of "$res3" segments-4 1); one_by_one=$(median_of "$res3" segmen
 gets_at_once=$(awk '$1 == "gets-4" { print $2; exit }' "$res3.gets"); gets_one=$(awk '$1 == "gets-1" { print $2; exit }' "$res3.gets")
 floor=$(python3 -c "import math; print(f'{math.ceil($n3 / 4) * $latency:.2f}')")
 
+# ---------- (4) heads shortened to fit the budget
+lib=$WORK/lib4; make_mp3_lib "$lib" 60 $((4 << 20))
+start_nginx "$lib"
+rows4=$WORK/rows4.txt; : >"$rows4"
+for budget in 60MiB 30MiB 20MiB 10MiB 60MiB; do
+    cfg4=$WORK/budget4.toml
+    webdav_config "$cfg4" "$WORK/cache4" "http://127.0.0.1:$NGINX_PORT/dav/"
+    sed -i "s/^max_size = .*/max_size = \"$budget\"\nmin_free = \"0\"/" "$cfg4"
+    : >"$NGINX_LOG"
+    "$BIN" --config "$cfg4" pull --json >"$WORK/pull4.json" 2>"$WORK/pull4.err" || { cat "$WORK/pull4.err" >&2; failures=$((failures + 1)); }
+    summary=$(python3 - "$WORK/pull4.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))["remotes"][0]["budget"]
+h = b["heads"]
+print(f'{h["first"] // 1024} KiB, {h["seconds"]:g} s, tail {h["tail"] // 1024} KiB|{"shortened" if b["full_heads_bytes"] is not None else "as configured"}|{b["none"]}')
+PY
+)
+    "$BIN" --config "$cfg4" ls --offline --json >"$WORK/ls4.json"
+    listing=$(python3 - "$WORK/ls4.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+heads = [r["head_bytes"] or 0 for r in rows]
+ready = sum(r["state"] in ("head", "cached") for r in rows)
+complete = sum(r["state"] == "cached" for r in rows)
+print(f"{sum(heads) // len(heads)}|{ready}|{complete}")
+PY
+)
+    held=$("$BIN" --config "$cfg4" cache status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["bytes"])')
+    echo "$budget|$summary|$listing|$held|$(body_bytes)" >>"$rows4"
+    IFS="|" read -r _ _ _ none _ ready _ <<<"$budget|$summary|$listing"
+    [ "$none" = 0 ] && [ "$ready" = 60 ] || { echo "bench: at $budget, $none tracks without a head ($ready ready)" >&2; failures=$((failures + 1)); }
+done
+stop_servers
+
 {
     echo "# Budget"; echo; machine_line; echo
     echo "40 random tracks of 4 MiB (160 MiB) from nginx WebDAV, \`cache.max_size = \"16MiB\"\`, \`min_free = \"0\"\`,"
@@ -113,6 +149,12 @@ floor=$(python3 -c "import math; print(f'{math.ceil($n3 / 4) * $latency:.2f}')")
     echo "- every track ready behind ${latency} s per request ($n3 random tracks of 1 MiB, nginx behind \`bench/faultproxy.py --latency $latency\`,"
     echo "  \`max_size\` = the start sets + 16 KiB, jobs 4, median of $RUNS): a start set's parts at once ${at_once} s ($gets_at_once GETs),"
     echo "  one after the other (\`--segments 1\`) ${one_by_one} s ($gets_one GETs); the floor, ceil($n3 / 4) round trips: ${floor} s"
+    echo
+    echo "Heads shortened to fit (\`pull.shorten_heads\`): 60 MP3s of 4 MiB at 256 kbit/s with small tags from nginx WebDAV,"
+    echo "one cache, a pull at each budget in turn (the last back at 60 MiB):"; echo
+    echo "| max_size | heads kept | settings | tracks without a head | mean head, bytes | tracks with a head | complete | bytes held | body bytes fetched |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    while IFS='|' read -r a b c d e f g h i; do echo "| $a | $b | $c | $d | $e | $f | $g | $h | $i |"; done <"$rows4"
 } >"$out"
 cat "$out"
 [ "$failures" = 0 ] || { echo "bench: $failures budget checks failed" >&2; exit 1; }
