@@ -98,12 +98,13 @@ struct BenchQuickScaleTests {
         }
     }
 
-    @Test("budget --quick: a library ten times the budget converges; a played track is complete after the next pull; every track ready behind a round trip")
+    @Test("budget --quick: a library ten times the budget converges; a played track is complete after the next pull; every track ready behind a round trip; heads shortened to fit")
     func budget() throws {
         let (status, table, stderr) = try BenchQuick.runQuick("budget")
         #expect(status == 0, "bench/budget.sh --quick failed:\n\(stderr)\n\(table)")
         #expect(table.contains("| pull 5 | 0 |"), "table:\n\(table)")
         #expect(table.contains("every track ready behind 0.05 s per request"), "table:\n\(table)")
+        #expect(table.contains("| 10MiB | 64 KiB, 2 s, tail 64 KiB | shortened | 0 |"), "table:\n\(table)")
     }
 
     @Test("throughput --quick: every tool gets the right bytes")
