@@ -342,6 +342,45 @@ import Testing
         try Self.expectClaimsMatch(env, libraries: libraries)
     }
 
+    /// Two remotes whose heads fit the shared budget only shortened: the pull that finds it so shortens the other
+    /// remote's heads too (from its cached bytes), the cache stays within the budget with a head of every track of
+    /// both, and further pulls of either transfer and derive nothing.
+    @Test func twoRemotesShareShortenedHeads() throws {
+        var random = SeededRandom(seed: 88)
+        var libraries: [String: Library] = [:]
+        var servers: [FakeServer] = []
+        defer { for s in servers { s.stop() } }
+        for name in ["lib", "other"] {
+            let root = try temporaryDirectory(name)
+            var library = Library(root: root)
+            for (path, size) in Self.files(name == "lib" ? "A" : "B", count: 15) { try library.add(path, random.bytes(size)) }
+            libraries[name] = library
+            servers.append(try FakeServer(root: root))
+        }
+        // Unrecognised bytes: 256 KiB heads as configured (7.5 MiB for 30 tracks), 192 KiB at the shortest (5.6 MiB).
+        let budget: Int64 = 6_815_744
+        let env = try Env(url: servers[0].url, cache: ["max_size = \"\(budget)B\"", #"min_free = "0""#], pull: Self.pull,
+                          extra: "[remote.other]\n" + Env.webdavLines(servers[1].url).joined(separator: "\n"))
+        defer { env.cleanup() }
+        #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
+        #expect(try Self.rows(env).allSatisfy { ($0["head_bytes"] as? NSNumber)?.intValue == 256 << 10 })
+        let other = try env.run(["pull", "--remote", "other"])
+        #expect(other.status == 0 && other.stderr.contains("lib: deriving the start sets of 15 tracks again"), "stderr: \(other.stderr)")
+        let rows = try Self.rows(env)
+        #expect(rows.count == 30 && rows.allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "")
+            && ($0["head_bytes"] as? NSNumber)?.intValue == 192 << 10 }, "\(rows.map { "\($0["state"] ?? "?") \($0["head_bytes"] ?? "?")" })")
+        #expect(try Self.held(env) <= budget)
+        for server in servers { try server.reset() }
+        for remote in ["lib", "other", "lib"] {
+            let r = try env.run(["pull", "--remote", remote])
+            #expect(r.status == 0 && !r.stderr.contains("deriving"), "stderr: \(r.stderr)")
+        }
+        for server in servers { #expect(try server.stats()["bytes"] == 0, "a converged pull transferred bytes") }
+        let status = try JSONSerialization.jsonObject(with: Data(env.run(["cache", "status", "--json"]).stdout.utf8)) as? [String: Any]
+        #expect(status?["heads_to_derive"] as? Int == 0 && status?["full_heads_bytes"] is NSNumber, "\(status ?? [:])")
+        try Self.expectClaimsMatch(env, libraries: libraries)
+    }
+
     /// New tracks whose real heads fit the room left are added without shrinking anything: their start sets are
     /// estimated at about twice the real size, and a pull that reduced the cache for the estimates shrank a
     /// complete track only to fetch its tail again in the same pull (Findings 6 in bench/README.md).
