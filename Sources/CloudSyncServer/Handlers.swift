@@ -289,7 +289,10 @@ extension TrackServer {
                 outcome.bytes += Int64(data.count)
                 position = next.lowerBound + Int64(data.count)
             } catch let offline as RemoteOffline {
-                logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)")
+                // A scanner that read ahead past the head closes on its own: let it, rather than fail its stream.
+                let left = io.waitForPeerClose(timeout: options.offlineGrace)
+                logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)"
+                    + (left ? " (the client closed first)" : ""))
                 outcome.aborted = true
                 return outcome
             } catch {

@@ -146,6 +146,25 @@ struct ConnectionIO {
         return p.revents & (rdhup | Int16(POLLHUP) | Int16(POLLERR)) != 0
     }
 
+    /// Waits up to `timeout` for the peer to close its side (or reset); true when it did.
+    func waitForPeerClose(timeout: Duration) -> Bool {
+        let rdhup: Int16 = 0x2000
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return false }
+            var p = pollfd(fd: fd, events: rdhup, revents: 0)
+            let (seconds, attoseconds) = left.components
+            let ms = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let n = poll(&p, 1, ms)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return false }
+            if p.revents & (rdhup | Int16(POLLHUP) | Int16(POLLERR)) != 0 { return true }
+            // Readable without a close (a pipelined request): nothing to wait for on this connection.
+            return false
+        }
+    }
+
     /// The text of a NUL-terminated C buffer (what `inet_ntop` wrote).
     static func cText(_ buffer: [CChar]) -> String {
         String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

@@ -26,6 +26,12 @@ public struct ServerOptions: Sendable {
     public var firstByteTimeout: Duration
     /// How long a response in progress waits for more bytes from the cloud before the connection is closed.
     public var stallTimeout: Duration
+    /// How long a response that reached bytes the cache lacks while the cloud cannot be reached waits for the
+    /// client to close before it is cut. A library scanner (mpd) reads ahead of what it parses, often past a
+    /// track's head, and closes once it has the tags: cut at once, its stream fails and it tries every decoder
+    /// again (seconds a track); given a moment, it leaves on its own. A player reading on gets the cut that much
+    /// later.
+    public var offlineGrace: Duration = .seconds(2)
     public var limits: RequestLimits
 
     public static let defaultPort = 8765
