@@ -304,28 +304,41 @@ import Testing
         try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
     }
 
-    /// Two remotes sharing one cache: neither loses its heads to the other, and the budget is shared by one
-    /// priority order (pulling one remote does not evict the other's tracks to refetch its own).
-    @Test func twoRemotesShareOneBudget() throws {
-        var random = SeededRandom(seed: 83)
+    /// Two remotes, "lib" (A/…) and "other" (B/…), of 15 random 4 MiB tracks each, each behind its own counting
+    /// fake, in one cache configured with `cache` (and `pull`); `modified`: one modification time for every file.
+    static func twoRemotes(seed: UInt64, cache: [String], modified: Date? = nil) throws -> ([String: Library], [FakeServer], Env) {
+        var random = SeededRandom(seed: seed)
         var libraries: [String: Library] = [:]
         var servers: [FakeServer] = []
-        defer { for s in servers { s.stop() } }
         for name in ["lib", "other"] {
             let root = try temporaryDirectory(name)
             var library = Library(root: root)
-            for (path, size) in Self.files(name == "lib" ? "A" : "B", count: 15) {
+            for (path, size) in files(name == "lib" ? "A" : "B", count: 15) {
                 try library.add(path, random.bytes(size))
-                // One modification time for all: the plan's priority ties break on the remote's name, so a pull
-                // of `other` must not shrink lib's tracks on estimated start sets (it cannot fetch them back).
-                try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000)],
-                                                      ofItemAtPath: root.appendingPathComponent(path).path)
+                if let modified {
+                    try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: root.appendingPathComponent(path).path)
+                }
             }
             libraries[name] = library
             servers.append(try FakeServer(root: root))
         }
-        let env = try Env(url: servers[0].url, cache: Self.cacheLines, pull: Self.pull,
-                          extra: "[remote.other]\n" + Env.webdavLines(servers[1].url).joined(separator: "\n"))
+        do {
+            let env = try Env(url: servers[0].url, cache: cache, pull: pull,
+                              extra: "[remote.other]\n" + Env.webdavLines(servers[1].url).joined(separator: "\n"))
+            return (libraries, servers, env)
+        } catch {
+            for s in servers { s.stop() }
+            throw error
+        }
+    }
+
+    /// Two remotes sharing one cache: neither loses its heads to the other, and the budget is shared by one
+    /// priority order (pulling one remote does not evict the other's tracks to refetch its own).
+    @Test func twoRemotesShareOneBudget() throws {
+        // One modification time for all: the plan's priority ties break on the remote's name, so a pull of `other`
+        // must not shrink lib's tracks on estimated start sets (it cannot fetch them back).
+        let (libraries, servers, env) = try Self.twoRemotes(seed: 83, cache: Self.cacheLines, modified: Date(timeIntervalSince1970: 1_700_000_000))
+        defer { for s in servers { s.stop() } }
         defer { env.cleanup() }
         #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
         #expect(try env.run(["pull", "--remote", "other"]).status == 0)
@@ -346,21 +359,10 @@ import Testing
     /// remote's heads too (from its cached bytes), the cache stays within the budget with a head of every track of
     /// both, and further pulls of either transfer and derive nothing.
     @Test func twoRemotesShareShortenedHeads() throws {
-        var random = SeededRandom(seed: 88)
-        var libraries: [String: Library] = [:]
-        var servers: [FakeServer] = []
-        defer { for s in servers { s.stop() } }
-        for name in ["lib", "other"] {
-            let root = try temporaryDirectory(name)
-            var library = Library(root: root)
-            for (path, size) in Self.files(name == "lib" ? "A" : "B", count: 15) { try library.add(path, random.bytes(size)) }
-            libraries[name] = library
-            servers.append(try FakeServer(root: root))
-        }
         // Unrecognised bytes: 256 KiB heads as configured (7.5 MiB for 30 tracks), 192 KiB at the shortest (5.6 MiB).
         let budget: Int64 = 6_815_744
-        let env = try Env(url: servers[0].url, cache: ["max_size = \"\(budget)B\"", #"min_free = "0""#], pull: Self.pull,
-                          extra: "[remote.other]\n" + Env.webdavLines(servers[1].url).joined(separator: "\n"))
+        let (libraries, servers, env) = try Self.twoRemotes(seed: 88, cache: ["max_size = \"\(budget)B\"", #"min_free = "0""#])
+        defer { for s in servers { s.stop() } }
         defer { env.cleanup() }
         #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
         #expect(try Self.rows(env).allSatisfy { ($0["head_bytes"] as? NSNumber)?.intValue == 256 << 10 })
