@@ -127,12 +127,10 @@ public struct CacheBudget: Sendable {
     /// changed any, the choice is made again over the exact figures, until it holds (at most once per step).
     /// Entries another process is writing keep theirs until a later call.
     public func fitHeads(removing: Set<RemotePath> = []) throws -> HeadPolicy {
-        var options = SyncOptions()
         var (plan, _) = try plan(removing: removing)
         for attempt in 0... {
-            options.heads = plan.heads
             // Said when the cached start sets change to shorter heads (a pull's summary says it every time).
-            let changed = try StartSets.rederiveAll(cache: cache, options: options, logger: logger,
+            let changed = try StartSets.rederiveAll(cache: cache, heads: plan.heads, logger: logger,
                                                     reason: plan.heads == settings.heads ? nil
                                                         : shortening(plan, because: "the heads of the library do not all fit the budget"))
             guard settings.shortenHeads, changed.derived + changed.forgotten > 0, attempt < settings.heads.ladder.count else { break }

@@ -14,12 +14,12 @@ enum StartSets {
     /// `moov`, Ogg header pages), round by round; the start set is recorded in the index with the tags and
     /// duration read from it. Then its missing bytes are fetched. They are not made durable here: the caller
     /// flushes a head it keeps, and promotion syncs a whole track (one sync per file, shared with other files).
-    static func fetch(_ job: FileJob, fetcher: FileFetcher, options: SyncOptions, logger: Logger) async throws {
+    static func fetch(_ job: FileJob, fetcher: FileFetcher, heads: HeadPolicy, logger: Logger) async throws {
         let startSet: ByteRanges
         if let known = job.writer.startSet {
             startSet = known
         } else {
-            let policy = options.heads.startSetPolicy
+            let policy = heads.startSetPolicy
             var want = StartSetAnalyzer.initialRanges(size: job.file.size, policy: policy)
             var round = 0
             while true {
@@ -32,7 +32,7 @@ enum StartSets {
                     round += 1
                     continue
                 case .done(let found):
-                    try record(found, in: job.writer, options: options)
+                    try record(found, in: job.writer, heads: heads)
                     if found.isFallback {
                         logger.debug("\(job.file.path): structure not recognised; its start set is its first and last bytes")
                     }
@@ -45,19 +45,18 @@ enum StartSets {
     }
 
     /// Computes the start set (and tags) of a complete track from its local file: no network.
-    static func analyseLocally(_ writer: EntryWriter, options: SyncOptions) throws {
+    static func analyseLocally(_ writer: EntryWriter, heads: HeadPolicy) throws {
         guard writer.startSet == nil else { return }
-        _ = try analysePresent(writer, options: options)
+        _ = try analysePresent(writer, heads: heads)
     }
 
-    /// Analyses the track from the bytes its entry holds (no network) and records the start set under `options`'
-    /// policy; false when the analysis needs bytes the entry does not hold (nothing is recorded). The analysis
+    /// Analyses the track from the bytes its entry holds (no network) and records the start set under `heads`; false when the analysis needs bytes the entry does not hold (nothing is recorded). The analysis
     /// ends in its fallback (first and last bytes) once its rounds run out asking for absent bytes, so of an
     /// entry that is not complete such a fallback is not taken: fetched as a head, its structure is read whole. A
     /// fallback the analysis gives without asking for a byte (a format it does not know, a structure past its
     /// limits) is the start set whatever else the file holds, and is taken.
-    private static func analysePresent(_ writer: EntryWriter, options: SyncOptions) throws -> Bool {
-        let policy = options.heads.startSetPolicy
+    private static func analysePresent(_ writer: EntryWriter, heads: HeadPolicy) throws -> Bool {
+        let policy = heads.startSetPolicy
         let bytes = WriterBytes(writer: writer)
         var asked = false
         for round in 0 ... max(0, policy.maxRounds) {
@@ -66,7 +65,7 @@ enum StartSets {
                 asked = true
             case .done(let found):
                 guard !found.isFallback || !asked || writer.missingRanges().isEmpty else { return false }
-                try record(found, in: writer, options: options)
+                try record(found, in: writer, heads: heads)
                 return true
             }
         }
@@ -74,20 +73,20 @@ enum StartSets {
     }
 
     /// Derives again, from the bytes the cache holds, the start sets of `remote`'s tracks computed under another
-    /// policy than `options.heads` (`pull.head_first` or `pull.head_seconds` changed, or the heads were shortened
+    /// policy than `heads` (`pull.head_first` or `pull.head_seconds` changed, or the heads were shortened
     /// to fit the budget, ``HeadFit``): a smaller start set is then what the budget keeps
     /// (the rest of a head is shrunk by the plan), a bigger one is fetched as a head. A start set that cannot be
     /// derived from what is held (no bytes, its structure not all there) is forgotten: analysed when next fetched.
     /// Entries another process is writing keep theirs until a later pull. Returns how many were derived again and
     /// how many forgotten. `reason`, when given, is said first (only when there is something to derive).
     @discardableResult
-    static func rederive(remote: String, cache: Cache, options: SyncOptions, logger: Logger,
+    static func rederive(remote: String, cache: Cache, heads: HeadPolicy, logger: Logger,
                          reason: String? = nil) throws -> (derived: Int, forgotten: Int) {
-        let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: options.heads.key, legacy: legacyPolicyKey)
+        let stale = try cache.startSetsOfOtherPolicies(remote: remote, policy: heads.key, legacy: legacyPolicyKey)
         guard !stale.isEmpty else { return (0, 0) }
         if let reason { logger.info(reason) }
         logger.info("\(remote): deriving the start sets of \(stale.count == 1 ? "1 track" : "\(stale.count) tracks") again for "
-            + "heads of \(options.heads)")
+            + "heads of \(heads)")
         var derived = 0
         var forget: [String] = []
         for entry in stale {
@@ -98,7 +97,7 @@ enum StartSets {
             do {
                 let writer = try cache.openWriter(remote: remote, path: entry.path, wait: false)
                 defer { writer.close() }
-                if try analysePresent(writer, options: options) { derived += 1 } else { forget.append(entry.path) }
+                if try analysePresent(writer, heads: heads) { derived += 1 } else { forget.append(entry.path) }
             } catch let error as CacheError where error.code == .busy {
                 logger.debug("\(remote):\(entry.path): being written by another process; its start set is derived again later")
             } catch {
@@ -110,14 +109,14 @@ enum StartSets {
         return (derived, forgotten)
     }
 
-    /// ``rederive(remote:cache:options:logger:reason:)`` for every remote of the cache: they share one budget, so
+    /// ``rederive(remote:cache:heads:logger:reason:)`` for every remote of the cache: they share one budget, so
     /// the start sets of every remote follow the policy the heads fit under. `reason` is said once, first.
     @discardableResult
-    static func rederiveAll(cache: Cache, options: SyncOptions, logger: Logger, reason: String? = nil) throws -> (derived: Int, forgotten: Int) {
+    static func rederiveAll(cache: Cache, heads: HeadPolicy, logger: Logger, reason: String? = nil) throws -> (derived: Int, forgotten: Int) {
         var total = (derived: 0, forgotten: 0)
         var reason = reason
-        for remote in try cache.remotesWithStartSetsOfOtherPolicies(policy: options.heads.key, legacy: legacyPolicyKey) {
-            let changed = try rederive(remote: remote, cache: cache, options: options, logger: logger, reason: reason)
+        for remote in try cache.remotesWithStartSetsOfOtherPolicies(policy: heads.key, legacy: legacyPolicyKey) {
+            let changed = try rederive(remote: remote, cache: cache, heads: heads, logger: logger, reason: reason)
             if changed.derived + changed.forgotten > 0 { reason = nil }
             total.derived += changed.derived
             total.forgotten += changed.forgotten
@@ -125,10 +124,10 @@ enum StartSets {
         return total
     }
 
-    /// Records `found` with its tags (JSON of ``TrackInfo``), duration and the key of `options`' policy.
-    private static func record(_ found: StartSet, in writer: EntryWriter, options: SyncOptions) throws {
+    /// Records `found` with its tags (JSON of ``TrackInfo``), duration and the key of `heads`.
+    private static func record(_ found: StartSet, in writer: EntryWriter, heads: HeadPolicy) throws {
         try writer.setStartSet(found.ranges, tags: found.info.isEmpty ? nil : found.info.json,
-                               duration: found.info.durationSeconds, policy: options.heads.key)
+                               duration: found.info.durationSeconds, policy: heads.key)
     }
 }
 

@@ -524,7 +524,7 @@ public struct Sync: Sendable {
                 // The start sets fetched so far are bigger than estimated: shorter heads for every track, derived
                 // from what is cached (the heads fetched hold the shorter ones).
                 options.heads = shorter.heads
-                try StartSets.rederiveAll(cache: cache, options: options, logger: logger,
+                try StartSets.rederiveAll(cache: cache, heads: options.heads, logger: logger,
                                           reason: budget.shortening(shorter, because: "the heads fetched so far are bigger than estimated: they do not all fit the budget"))
                 tried = []
                 continue
@@ -566,9 +566,9 @@ public struct Sync: Sendable {
             tried.formUnion(batch.map(\.file.path))
             rounds += 1
             logger.debug("budget: head round \(rounds): \(batch.count) head(s) of \(remote)")
-            let current = options
+            let policy = options.heads
             tally.add(try await forEach(batch, fetcher: fetcher) { job in
-                try await StartSets.fetch(job, fetcher: fetcher, options: current, logger: logger)
+                try await StartSets.fetch(job, fetcher: fetcher, heads: policy, logger: logger)
                 if job.writer.missingRanges().isEmpty { return nil }
                 return .headCached(fetched: job.fetched)
             })
@@ -581,9 +581,9 @@ public struct Sync: Sendable {
         reduction.busy += reduced.busy
         let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
             .map { FetchItem(file: plan.fetch[$0.file].file, id: tracks[$0.track].id) }
-        let current = options
+        let policy = options.heads
         tally.add(try await forEach(whole, fetcher: fetcher) { job in
-            try await StartSets.fetch(job, fetcher: fetcher, options: current, logger: logger)
+            try await StartSets.fetch(job, fetcher: fetcher, heads: policy, logger: logger)
             try await fetcher.fetch(job, within: 0 ..< job.file.size, checkpointAtEnd: false)
             return nil
         })
@@ -610,8 +610,6 @@ public struct Sync: Sendable {
     /// is not known are analysed from their local files first, then the cache is planned and reduced again.
     private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget,
                                  removing: Set<RemotePath> = [], heads: HeadPolicy) async throws -> ReductionReport {
-        var options = options
-        options.heads = heads
         var report = try budget.reduce(to: plan, tracks: tracks)
         guard !report.needsAnalysis.isEmpty else { return report }
         let ids = Set(report.needsAnalysis)
@@ -620,7 +618,7 @@ public struct Sync: Sendable {
             do {
                 let writer = try cache.openWriter(remote: track.remote, path: track.path, wait: false)
                 defer { writer.close() }
-                try StartSets.analyseLocally(writer, options: options)
+                try StartSets.analyseLocally(writer, heads: heads)
                 analysed += 1
             } catch {
                 logger.info("\(track.remote):\(track.path): could not analyse its start set (\(error)); left as it is")

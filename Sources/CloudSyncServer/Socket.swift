@@ -158,10 +158,8 @@ struct ConnectionIO {
             let ms = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
             let n = poll(&p, 1, ms)
             if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return false }
-            if p.revents & (rdhup | Int16(POLLHUP) | Int16(POLLERR)) != 0 { return true }
-            // Readable without a close (a pipelined request): nothing to wait for on this connection.
-            return false
+            // Only a close, a hang-up or an error wakes the poll (readable bytes are not asked for).
+            return n > 0 && p.revents & (rdhup | Int16(POLLHUP) | Int16(POLLERR)) != 0
         }
     }
 

@@ -204,7 +204,7 @@ import Testing
             writer.close()
         }
         let logger = Logger(level: .error) { _, _ in }
-        #expect(try StartSets.rederive(remote: "r", cache: cache, options: SyncOptions(headBytes: 64 << 10), logger: logger) == (derived: 1, forgotten: 1))
+        #expect(try StartSets.rederive(remote: "r", cache: cache, heads: SyncOptions(headBytes: 64 << 10).heads, logger: logger) == (derived: 1, forgotten: 1))
         #expect(try cache.entry(remote: "r", path: "partial.mp3")?.startSet == nil)
         let complete = try #require(try cache.entry(remote: "r", path: "complete.mp3"))
         #expect(complete.startSet != nil && complete.startSet != ByteRanges(0 ..< 1000))
