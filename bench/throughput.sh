@@ -15,7 +15,7 @@
 # and 4, first on plain nginx, then on nginx with limit_rate BENCH_LIMIT_RATE (default 50m) per connection.
 #   usage: bench/throughput.sh [--quick] [--segments]
 #   env: BENCH_RUNS, CLOUDSYNC_BIN, BENCH_SHM, BENCH_DISK, BENCH_DISK_IMAGE (0: BENCH_DISK itself), BENCH_LIMIT_RATE,
-#        BENCH_SETS (e.g. "200x8MiB 1x1GiB")
+#        BENCH_SETS (e.g. "200x8MiB 1x1GiB"), BENCH_SETTLE (seconds before each run; default 0)
 source "$(dirname "$0")/lib.sh"
 need rclone nginx
 SEGMENTS=0; for arg in "$@"; do [ "$arg" = --segments ] && SEGMENTS=1; done
@@ -103,7 +103,11 @@ places=("$(fstype "$DISKWORK"):$DISKWORK" "$(fstype "$WORK"):$WORK/place")
 mkdir -p "$WORK/place"
 obscured=$(rclone obscure demo-pass)
 failures=0
-{ echo "# Throughput ($(date -u +%F))"; echo; machine_line; echo "Runs per tool: $RUNS (interleaved). Destinations: ${places[*]%%:*}; peers end with \`sync -f\`."
+# BENCH_SETTLE: seconds to wait before each run, after the previous run's files are deleted and synced (default 0).
+# On 2026-12-07 an ad-hoc A/B suggested the run after a deletion pays for it; 3 s here changed no conclusion
+# (bench/README "Machine and noise").
+SETTLE=${BENCH_SETTLE:-0}
+{ echo "# Throughput ($(date -u +%F))"; echo; machine_line; echo "Runs per tool: $RUNS (interleaved). Destinations: ${places[*]%%:*}; peers end with \`sync -f\`; each run starts $SETTLE s after the previous run's files are deleted."
   echo "Disk destination: $DISK_NOTE."
   [ $QUICK = 1 ] && echo "Quick mode: sizes are too small for the ratios to mean anything; it checks that every tool runs and gets the right bytes."; echo; } >"$out"
 
@@ -132,7 +136,7 @@ with open(cfg, "w") as c:
             c.write(f'url = "http://127.0.0.1:{port}/lib/{quote(rel)}"\noutput = "{dst}/{rel}"\n')
 PY
             for tool in cloudsync@rclone-dav rclone-copy@rclone-dav cloudsync@nginx-dav curl@nginx-http dd-floor; do
-                rm -rf "$dir/dst" "$dir/cache"; mkdir -p "$dir/dst"; sync -f "$dir"
+                rm -rf "$dir/dst" "$dir/cache"; mkdir -p "$dir/dst"; sync -f "$dir"; sleep "$SETTLE"
                 echo "$tool/$fs $(cut -d' ' -f1 /proc/loadavg)" >>"$loads"
                 case $tool in
                 cloudsync@rclone-dav) measure "$res" "$tool/$fs" env CLOUDSYNC_CONFIG="$WORK/cs-rclone.toml" "$BIN" pull --quiet; got=$dir/cache/tracks/bench ;;
