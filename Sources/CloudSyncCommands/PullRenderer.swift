@@ -253,7 +253,7 @@ func shortenedAdvice(_ heads: HeadPolicy, fullHeadsBytes: Int64, limitedByDisk: 
 
 /// Why heads are shorter than configured, and what keeps the configured ones.
 func shortenedReason(fullHeadsBytes: Int64, limitedByDisk: Bool) -> String {
-    "so that every track keeps one (a budget of about \(ByteSize.format(fullHeadsBytes)) keeps pull.head_first and "
+    "so that every track keeps one (a budget of about \(ByteSize.format(HeadFit.budgetKeeping(fullHeadsBytes))) keeps pull.head_first and "
         + "pull.head_seconds: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that"))"
 }
 

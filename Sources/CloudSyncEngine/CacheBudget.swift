@@ -144,7 +144,7 @@ public struct CacheBudget: Sendable {
     /// What is said when the heads are shortened to `plan.heads` (the plan that chose them).
     func shortening(_ plan: CachePlan, because reason: String) -> String {
         "\(reason) (\(ByteSize.format(plan.budget))) with \(settings.heads); shortening them to \(plan.heads) so that every "
-            + "track keeps one" + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format($0)) keeps the longer ones)" } ?? "")
+            + "track keeps one" + (plan.fullHeadsBytes.map { " (a budget of about \(ByteSize.format(HeadFit.budgetKeeping($0))) keeps the longer ones)" } ?? "")
     }
 
     /// `cache.max_size`, lowered so the filesystem keeps `cache.min_free` free: what the cache holds now plus

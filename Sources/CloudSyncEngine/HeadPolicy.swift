@@ -123,6 +123,17 @@ public enum HeadFit {
     /// short must not make pulls go up and down.
     public static let upMargin = 0.95
 
+    /// The budget that keeps heads needing `headsBytes`, shortened now: a pull moves up to them only within
+    /// ``upMargin`` of it, so that is what a person is told to give.
+    public static func budgetKeeping(_ headsBytes: Int64) -> Int64 {
+        let needed = (Double(max(0, headsBytes)) / upMargin).rounded(.up)
+        guard needed < 9e18 else { return Int64.max }
+        // The choice rounds its limit down in floating point: the first budget whose limit holds the heads.
+        var budget = Int64(needed)
+        while Int64((Double(budget) * upMargin).rounded(.down)) < headsBytes { budget += 1 }
+        return budget
+    }
+
     /// The index in `ladder` of the first policy whose heads (`headsBytes`, the budget every head needs under it)
     /// fit `budget`; a step before `current` (longer heads than the library has now) only when they fit within
     /// ``upMargin`` of it. The last step when none fits (the lowest-priority tracks then get no head). Evaluates

@@ -518,6 +518,7 @@ public struct Sync: Sendable {
         var rounds = 0
         // The plan the rounds ended with, when nothing changed the cache after it was made: the tails' plan.
         var unchanged: (CachePlan, [PlanningTrack])?
+        var movedUp = false
         while true {
             let (cachePlan, tracks) = try budget.plan(removing: removing, heads: options.heads)
             if !cachePlan.allHeadsFit, budget.settings.shortenHeads, let shorter = try shorterHeads(than: options.heads, budget, removing) {
@@ -537,6 +538,17 @@ public struct Sync: Sendable {
             }
             let heads = wanted(cachePlan, tracks, .head) { !$0.headPresent && !tried.contains($0.path) }
             if heads.isEmpty {
+                if !movedUp, budget.settings.shortenHeads, let longer = try longerHeads(than: options.heads, budget, removing) {
+                    // The heads were shortened on estimates and the real ones are smaller: the longer heads fit
+                    // after all, so this pull fetches them rather than leaving it to the next one (once: a pull
+                    // that finds them too big after all shortens them again above and keeps that).
+                    movedUp = true
+                    options.heads = longer.heads
+                    try StartSets.rederiveAll(cache: cache, heads: options.heads, logger: logger,
+                                              reason: "the heads fetched are smaller than estimated: \(longer.heads) fit the budget")
+                    tried = []
+                    continue
+                }
                 unchanged = (cachePlan, tracks)
                 break
             }
@@ -597,6 +609,16 @@ public struct Sync: Sendable {
         let ladder = budget.settings.heads.ladder
         let (choice, _) = try budget.plan(removing: removing)
         guard let now = ladder.firstIndex(of: heads), let then = ladder.firstIndex(of: choice.heads), then > now else { return nil }
+        return choice
+    }
+
+    /// The plan under a longer head policy than `heads` that ``HeadFit`` chooses over what is known now (the
+    /// margin of a move up included), or nil.
+    private func longerHeads(than heads: HeadPolicy, _ budget: CacheBudget, _ removing: Set<RemotePath>) throws -> CachePlan? {
+        let ladder = budget.settings.heads.ladder
+        guard let now = ladder.firstIndex(of: heads), now > 0 else { return nil }
+        let (choice, _) = try budget.plan(removing: removing)
+        guard let then = ladder.firstIndex(of: choice.heads), then < now else { return nil }
         return choice
     }
 

@@ -116,6 +116,29 @@ import Testing
         }
     }
 
+    /// The budget a person is told keeps the longer heads is one the choice moves up to them with (the margin
+    /// included): told "about 1.9 MiB" with a budget of 2.0 MiB, a pull stayed shortened.
+    @Test func theBudgetThatKeepsLongerHeadsMovesUpToThem() {
+        #expect(HeadFit.budgetKeeping(0) == 0)
+        #expect(HeadFit.budgetKeeping(95) == 100)
+        #expect(HeadFit.budgetKeeping(1) == 2)
+        #expect(HeadFit.budgetKeeping(1_966_080) == 2_069_558)
+        #expect(HeadFit.budgetKeeping(Int64.max) == Int64.max)
+        #expect(HeadFit.budgetKeeping(-5) == 0)
+        let s = seed("HeadPolicyTests.budgetKeeping")
+        var random = SeededRandom(seed: s)
+        for _ in 0 ..< 500 {
+            let count = Int.random(in: 2 ... 5, using: &random)
+            var heads: [Int64] = [Int64.random(in: 0 ... 1 << 40, using: &random)]
+            for _ in 1 ..< count { heads.append(Int64.random(in: 0 ... heads.last!, using: &random)) }
+            let current = Int.random(in: 1 ..< count, using: &random)
+            let wanted = Int.random(in: 0 ..< current, using: &random)
+            let ladder = (0 ..< count).map { HeadPolicy(audioBytes: Int64($0)) }
+            let (index, _) = HeadFit.choose(ladder, budget: HeadFit.budgetKeeping(heads[wanted]), current: current) { heads[Int($0.audioBytes)] }
+            #expect(index <= wanted, "seed \(s): \(heads) from step \(current), told the budget for step \(wanted) → \(index)")
+        }
+    }
+
     /// The plan over an index whose default heads do not fit: shortened to the first step they fit, with the
     /// budget the defaults would need; with `shorten_heads` off, the defaults and tracks without a head.
     @Test func thePlanShortensTheHeadsToTheFirstStepTheyFit() throws {

@@ -193,6 +193,49 @@ import TestSupport
         #expect(try heads(roomy) == full)
     }
 
+    /// A first pull chooses the heads on estimates (64 KiB of tags and 256 kbit/s for an MP3): when the real heads
+    /// turn out smaller and the configured ones fit after all (within the margin of a move up), the same pull goes
+    /// back up to them and fetches what they add, rather than ending shortened and telling the person to raise
+    /// the budget to less than it is (found trying mpd on three MP3s in a 2 MiB budget). The next pull fetches
+    /// nothing.
+    @Test func headsShortenedOnEstimatesGoBackUpInTheSamePull() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-heads-up")
+        let library = dir.file("library/Artist")
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        for index in 1 ... 4 {
+            _ = try Tool.check("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=frequency=\(300 + 100 * index):duration=30",
+                                          "-ac", "2", "-c:a", "libmp3lame", "-b:a", "256k", "-metadata", "title=Track \(index)",
+                                          library.appendingPathComponent("0\(index).mp3").path])
+        }
+        let fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let scratch = try BinaryEnv(davURL: fake.davURL)
+        #expect(try scratch.run(["pull", "--remote", "lib"]).status == 0)
+        let rows = try Self.listing(scratch)
+        let full = rows.reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        let estimated = rows.count * ((64 << 10) + (512 << 10) + (128 << 10))
+        // Room for the real heads with the margin of a move up (0.95), not for their estimates.
+        let budget = full * 100 / 93
+        try #require(rows.count == 4 && budget < estimated, "heads \(full), estimated \(estimated)")
+
+        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(budget)B\"\nmin_free = \"0B\"")
+        let pulled = try env.run(["pull", "--remote", "lib", "--json"])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        #expect(pulled.stderr.contains("the heads fetched are smaller than estimated: 512 KiB and 10 s of audio fit the budget"), "\(pulled.stderr)")
+        let report = try #require((try JSONSerialization.jsonObject(with: Data(pulled.stdout.utf8)) as? [String: Any])?["remotes"] as? [[String: Any]]).first
+        let summary = try #require(report?["budget"] as? [String: Any])
+        #expect(summary["full_heads_bytes"] is NSNull && ((summary["heads"] as? [String: Any])?["first"] as? NSNumber)?.intValue == 512 << 10,
+                "\(summary)")
+        #expect(try Self.listing(env).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) } == full)
+        #expect(!(try env.run(["cache", "status"]).stdout.contains("shortened")))
+
+        try fake.reset()
+        let again = try env.run(["pull", "--remote", "lib"])
+        #expect(again.status == 0 && !again.stderr.contains("deriving") && !again.stderr.contains("shorten"), "\(again.stderr)")
+        let fetched = try fake.log()
+        #expect(fetched.isEmpty, "the next pull fetched \(fetched.map(\.path))")
+    }
+
     /// `cloudsync ls --offline --json` of the remote, as objects.
     static func listing(_ env: BinaryEnv) throws -> [[String: Any]] {
         let listed = try env.run(["ls", "--offline", "--json", "--remote", "lib"])
