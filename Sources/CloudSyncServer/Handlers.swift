@@ -289,6 +289,18 @@ extension TrackServer {
                 outcome.bytes += Int64(data.count)
                 position = next.lowerBound + Int64(data.count)
             } catch let offline as RemoteOffline {
+                if ClientQuirks.freezesOnCutBody(userAgent: head.header("User-Agent")) {
+                    // A cut would freeze this mpd: the response stays open, like a network that stalls, until
+                    // it closes (a skip, a stop) or the cloud answers again and the body goes on.
+                    logger.info("serve: \(remote):\(path): the body waits at byte \(position), missing while \(offline); "
+                        + "not cut, because \(head.header("User-Agent") ?? "this client") freezes on a cut response (MPD issue #1727, fixed in 0.23.13)")
+                    if waitWhileOffline(source, io: io, from: position, limit: body.upperBound, context: "\(remote):\(path)") {
+                        logger.info("serve: \(remote):\(path): the cloud answers again; the body goes on from byte \(position)")
+                        continue
+                    }
+                    outcome.aborted = true
+                    return outcome
+                }
                 // A scanner that read ahead past the head closes on its own: let it, rather than fail its stream.
                 let left = io.waitForPeerClose(timeout: options.offlineGrace)
                 logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)"
@@ -304,6 +316,25 @@ extension TrackServer {
             notePlay()
         }
         return outcome
+    }
+
+    /// Holds a response at `offset` while the cloud cannot be reached: true once it answers again (a fetch of
+    /// the bytes from `offset` is under way), false when the client closed, the server stops, or the track's
+    /// fetch failed otherwise.
+    private func waitWhileOffline(_ source: any ByteSource, io: ConnectionIO, from offset: Int64, limit: Int64, context: String) -> Bool {
+        while !stopped {
+            if io.waitForPeerClose(timeout: .seconds(1)) { return false }
+            do {
+                _ = try source.available(from: offset, limit: min(limit, saturatingAdd(offset, Self.sendBlock)))
+                return true
+            } catch is RemoteOffline {
+                continue
+            } catch {
+                logger.warning("serve: \(context) stopped mid-response: \(error)")
+                return false
+            }
+        }
+        return false
     }
 
     /// Where a play starts for a track whose start set is not known: past its first MiB.

@@ -26,8 +26,10 @@ final class FilesFake: @unchecked Sendable {
         var end: Double?
     }
 
-    init(root: URL, rate: Int = 0, faults: String? = nil) async throws {
+    /// `port`: the port to listen on (0: a free one), e.g. a stopped fake's, for a cloud that comes back.
+    init(root: URL, rate: Int = 0, faults: String? = nil, port wanted: Int = 0) async throws {
         var arguments = ["--root", root.path]
+        if wanted > 0 { arguments += ["--port", String(wanted)] }
         if rate > 0 { arguments += ["--rate", String(rate)] }
         if let faults { arguments += ["--faults", faults] }
         fake = try await PythonFake.start("files_fake.py", arguments: arguments)

@@ -159,7 +159,8 @@ import TestSupport
 
     /// An mpd (null output) whose library is `musicDirectory`, its state in `dir/mpd`, and an `mpc` for it; waits
     /// until it answers.
-    static func startMPD(musicDirectory: String, in dir: TemporaryDirectory) throws
+    /// `realTime`: false makes the null output take audio as fast as mpd decodes it (a track plays in a moment).
+    static func startMPD(musicDirectory: String, in dir: TemporaryDirectory, realTime: Bool = true) throws
         -> (ChildProcess, @Sendable ([String]) throws -> (Int32, String)) {
         guard which("mpd") != nil, which("mpc") != nil else {
             throw TestSupportError("mpd and mpc are not installed; scripts/install-deps.sh installs them (Debian packages mpd, mpc)")
@@ -183,6 +184,7 @@ import TestSupport
             audio_output {
                 type "null"
                 name "null"
+                sync "\(realTime ? "yes" : "no")"
             }
 
             """
@@ -242,6 +244,74 @@ import TestSupport
             if !path.hasSuffix(".ogg") { #expect(facts.time == "3:00", "\(path): duration \(facts.time)") }
         }
         print("mpd: offline update over \(contents.count) tracks with shortened heads took \(String(format: "%.2f", seconds)) s")
+    }
+
+    /// mpd plays a head-only track with the cloud unplugged: the head plays, and mpd (0.23.12 in Debian 12, which
+    /// freezes at 100 % CPU on a response cut short: MPD issue #1727) still answers, skips to the next track, and
+    /// when the cloud comes back plays on past the head from where it stopped. Fails with the cut: `mpc status`
+    /// then times out.
+    @Test func mpdPlaysAHeadOfflineAndGoesOnWhenTheCloudIsBack() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-mpd-comeback")
+        let library = dir.file("library/Artist")
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        for index in 1 ... 2 {
+            let (status, _) = try Self.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(300 + 100 * index):duration=40",
+                                                 "-ac", "2", "-c:a", "libmp3lame", "-b:a", "256k", "-metadata", "title=Track \(index)",
+                                                 library.appendingPathComponent("0\(index).mp3").path])
+            guard status == 0 else { throw TestSupportError("ffmpeg could not make track \(index)") }
+        }
+        var fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        // Room for the two heads (640 KiB each at the defaults), not for a whole track (1.3 MB).
+        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"1536KiB\"\nmin_free = \"0B\"")
+        #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
+        let heads = try InstantStartAcceptanceTests.listing(env)
+        #expect(heads.count == 2 && heads.allSatisfy { $0["state"] as? String == "head" }, "\(heads)")
+        let cloudPort = fake.port
+        fake.stop()
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        let (mpd, mpc) = try Self.startMPD(musicDirectory: "http://127.0.0.1:\(port)/dav/lib/", in: dir, realTime: false)
+        defer { mpd.stop() }
+        #expect(try await offPool { try mpc(["--wait", "update"]).0 } == 0)
+        #expect(try await offPool { try mpc(["add", "Artist"]).0 } == 0)
+
+        /// `mpc -f` of the current song and its status line, e.g. "Artist/01.mp3 [playing] #1/2 0:16/0:40 (40%)".
+        let now = { @Sendable () throws -> String in
+            let (status, out) = try mpc(["-f", "%file%", "status"])
+            guard status == 0 else { throw TestSupportError("mpc status exited \(status): \(out)") }
+            return out.split(separator: "\n").prefix(2).joined(separator: " ")
+        }
+        /// Polls `now` until `done` holds (every 0.2 s, up to `seconds`); the last reading.
+        func wait(_ seconds: Double, until done: @escaping @Sendable (String) -> Bool) async throws -> String {
+            try await offPool {
+                let deadline = Date().addingTimeInterval(seconds)
+                var last = try now()
+                while !done(last), Date() < deadline {
+                    usleep(200_000)
+                    last = try now()
+                }
+                return last
+            }
+        }
+        #expect(try await offPool { try mpc(["play"]).0 } == 0)
+        // The head plays (at once: the null output does not keep time), then mpd waits at the hole; a cut would
+        // have frozen it here.
+        let atHole = try await wait(20) { $0.contains("[playing] #1/2   0:1") }
+        #expect(atHole.contains("01.mp3") && atHole.contains("[playing] #1/2   0:1"), "\(atHole)")
+        try await Task.sleep(for: .seconds(3))
+        let still = try await offPool { try now() }
+        #expect(still.contains("01.mp3 [playing] #1/2"), "mpd after 3 s at the hole: \(still)")
+        #expect(try await offPool { try mpc(["next"]).0 } == 0)
+        let second = try await wait(20) { $0.contains("02.mp3 [playing] #2/2   0:1") }
+        #expect(second.contains("02.mp3 [playing] #2/2   0:1"), "\(second)")
+
+        // The cloud comes back on its address: the body goes on from the hole, and mpd plays the track to its end.
+        fake = try await FilesFake(root: dir.file("library"), port: cloudPort)
+        let ended = try await wait(90) { !$0.contains("[playing]") }
+        #expect(!ended.contains("[playing]"), "mpd did not play the rest of track 2 once the cloud was back: \(ended)")
+        let served = try fake.log().filter { $0.path == "/dav/Artist/02.mp3" }
+        #expect(!served.isEmpty, "serve fetched nothing of track 2 once the cloud was back")
     }
 
     static func freePort() throws -> Int {

@@ -257,3 +257,38 @@ import Testing
         #expect(TrackMetadata.extensionOf(path) == ext, "\(path)")
     }
 }
+
+/// Which clients `serve` keeps an offline response open for rather than cut (`ClientQuirks`): mpd 0.21 to 0.23.12
+/// by its `User-Agent`, nothing else.
+@Suite struct ClientQuirksTests {
+    @Test(arguments: [
+        ("Music Player Daemon 0.23.12", [0, 23, 12], true),
+        ("Music Player Daemon 0.23.5", [0, 23, 5], true),
+        ("Music Player Daemon 0.22.11", [0, 22, 11], true),
+        ("Music Player Daemon 0.21", [0, 21], true),
+        ("Music Player Daemon 0.21.0", [0, 21, 0], true),
+        ("Music Player Daemon 0.20.23", [0, 20, 23], false),
+        ("Music Player Daemon 0.23.13", [0, 23, 13], false),
+        ("Music Player Daemon 0.23.16", [0, 23, 16], false),
+        ("Music Player Daemon 0.24.5", [0, 24, 5], false),
+        ("Music Player Daemon 0.24~git", [0, 24], false),
+        ("Music Player Daemon 0.23.12 (extra)", [0, 23, 12], true),
+        ("Music Player Daemon 0.23.12a", [0, 23, 12], true),
+        ("Music Player Daemon 1.0", [1, 0], false),
+        ("Music Player Daemon 99999999999999999999.1", nil, false),
+        ("Music Player Daemon ", nil, false),
+        ("Music Player Daemon x", nil, false),
+        ("music player daemon 0.23.12", nil, false),
+        ("Lavf/59.27.100", nil, false),
+        ("VLC/3.0.18 LibVLC/3.0.18", nil, false),
+        ("", nil, false),
+    ] as [(String, [Int]?, Bool)])
+    func mpdBefore02313FreezesOnACut(userAgent: String, version: [Int]?, freezes: Bool) {
+        #expect(ClientQuirks.mpdVersion(userAgent) == version)
+        #expect(ClientQuirks.freezesOnCutBody(userAgent: userAgent) == freezes)
+    }
+
+    @Test func noUserAgentNoQuirk() {
+        #expect(!ClientQuirks.freezesOnCutBody(userAgent: nil))
+    }
+}

@@ -366,13 +366,14 @@ def main():
     p.add_argument("--rate", type=int, default=0)
     p.add_argument("--delay", type=int, default=0)
     p.add_argument("--faults")
+    p.add_argument("--port", type=int, default=0, help="the port to listen on (0: a free one); a cloud that comes back")
     args = p.parse_args()
     if not args.root and not args.proxy_to:
         p.error("--root DIR or --proxy-to URL is required")
     # Room for every connection a pull opens at once (jobs × segments): with the default backlog of 5 a burst of
     # connects overflows it and the client's SYN is retried after 1 s, a stall no real server shows.
     ThreadingHTTPServer.request_queue_size = 128
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.state = State(args)
     print(server.server_address[1], flush=True)
