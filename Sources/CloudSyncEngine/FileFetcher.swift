@@ -57,13 +57,17 @@ final class FileJob: Sendable {
 
     /// Called whenever the transport has one of this file's requests (``TransferSlot/queued``).
     let requested: (@Sendable () -> Void)?
+    /// Called when the server answered with another version (a new ETag) and the bytes were dropped for it,
+    /// before any byte of that version is written: `serve` ends the responses that sent bytes of the old one.
+    let newVersion: (@Sendable () -> Void)?
 
     init(remote: String, file: RemoteFile, writer: EntryWriter, capabilities: ProviderCapabilities,
-         requested: (@Sendable () -> Void)? = nil) {
+         requested: (@Sendable () -> Void)? = nil, newVersion: (@Sendable () -> Void)? = nil) {
         self.remote = remote
         self.file = file
         self.writer = writer
         self.requested = requested
+        self.newVersion = newVersion
         let expected = capabilities.hashToVerify(for: file)
         expectedHash = expected
         state = Mutex(State(etag: writer.validator, hasher: expected.map { makeHasher(for: $0.kind) }))
@@ -202,6 +206,13 @@ struct JobSink: ByteSink {
     }
 
     func acceptsBytes() -> Bool { job.writer.acceptsBytes }
+
+    /// An answer naming another version than the one whose bytes the entry holds writes nothing: the fetcher
+    /// sees its head and restarts the file (``FileFetcher`` `checkSameFile`), so `serve` never reads a mix.
+    func acceptsVersion(_ head: HTTPResponseHead) -> Bool {
+        guard let known = job.etag, let now = head.headers["ETag"] else { return true }
+        return EntityTag.sameVersion(known, now) != false
+    }
 
     /// ``FileFetcher/writeBatchBytes``.
     let writeBatchBytes: Int
@@ -461,6 +472,7 @@ struct FileFetcher: Sendable {
         }
         if let known, let now = responseETag, EntityTag.sameVersion(known, now) == false {
             guard try job.restart(etag: now, from: generation) else { throw SegmentStopped.superseded }
+            job.newVersion?()
             logger.info("\(job.file.path) changed on the server during download (ETag); restarting it from the beginning")
             throw ProviderError(.transient, "\(job.file.path) changed during download; restarting")
         }

@@ -121,6 +121,18 @@ public final class OnDemand: Sendable {
         return TrackStream(owner: self, reader: reader, id: nextID.add(1, ordering: .relaxed).oldValue)
     }
 
+    /// How many times each path's fetch met another version of it on the server than the one being fetched
+    /// (its bytes were then dropped and the new version fetched): a stream that served bytes before such a
+    /// change must not go on with the new version's (``TrackStream/available(from:limit:)``).
+    private let versions = Mutex<[String: Int]>([:])
+
+    func noteNewVersion(of path: String) {
+        versions.withLock { $0[path, default: 0] += 1 }
+        logger.info("serve: \(remote):\(path) changed on the remote during a fetch: its cached bytes were dropped and the new version is fetched; responses under way end")
+    }
+
+    func versionChanges(of path: String) -> Int { versions.withLock { $0[path] ?? 0 } }
+
     /// Entries with a fetch session now (for tests and the index page).
     public var activeSessions: Int { sessions.withLock { $0.count } }
 
@@ -199,7 +211,8 @@ public final class OnDemand: Sendable {
                 throw CacheError(.changed, "\(remote):\(path) changed on the remote; ask again for the new version.", path: path)
             }
             let session = FetchSession(owner: self, job: FileJob(remote: remote, file: file, writer: writer,
-                                                                capabilities: provider.capabilities))
+                                                                capabilities: provider.capabilities,
+                                                                newVersion: { [weak self] in self?.noteNewVersion(of: path) }))
             _ = session.add(demand)
             map[path] = session
             logger.debug("serve: fetching \(remote):\(path) on demand")
@@ -529,6 +542,9 @@ public final class TrackStream: Sendable {
         var indexReadAt: ContinuousClock.Instant?
         var lastTakeover: ContinuousClock.Instant?
         var closed = false
+        /// ``OnDemand/versionChanges(of:)`` when the current request began: a change since means the bytes
+        /// from here on are another version's than those already sent.
+        var version = 0
     }
 
     private let state: Mutex<State>
@@ -538,7 +554,18 @@ public final class TrackStream: Sendable {
         self.reader = reader
         self.id = id
         remote = owner.remote
-        state = Mutex(State())
+        var initial = State()
+        initial.version = owner.versionChanges(of: reader.file.path)
+        state = Mutex(initial)
+    }
+
+    /// Throws `.changed` when the file's version changed on the server since the current request began.
+    private func checkSameVersion() throws {
+        let began = state.withLock { $0.version }
+        guard owner.versionChanges(of: file.path) == began else {
+            throw CacheError(.changed, "\(remote):\(file.path) changed on the remote while it was being sent; "
+                + "ask again for the new version (the next pull lists it)", path: file.path)
+        }
     }
 
     deinit { close() }
@@ -551,7 +578,10 @@ public final class TrackStream: Sendable {
         let size = file.size
         let lower = min(max(0, range.lowerBound), size)
         let upper = min(max(lower, range.upperBound), size)
+        let version = owner.versionChanges(of: file.path)
         let (demand, session, staleFD) = state.withLock { s -> (Demand, FetchSession?, Int32) in
+            // A new request is one version from its start: the one the cache holds or fetches now.
+            s.version = version
             // A new request tries again after a failed fetch: the failed session is forgotten.
             var staleFD: Int32 = -1
             if let old = s.session, old.isClosed, old.failure != nil {
@@ -600,6 +630,7 @@ public final class TrackStream: Sendable {
     public func available(from offset: Int64, limit: Int64) throws -> Range<Int64> {
         let wanted = offset ..< max(offset, min(limit, file.size))
         if wanted.isEmpty { return wanted }
+        try checkSameVersion()
         let (session, takeoverDue) = state.withLock { s -> (FetchSession?, Bool) in
             let due = s.lastTakeover.map { ContinuousClock.now - $0 >= owner.options.takeoverInterval } ?? true
             return (s.session, due)
@@ -641,7 +672,10 @@ public final class TrackStream: Sendable {
     /// Reads `range`, which ``available(from:limit:)`` reported. Throws `.incomplete` if it is not present.
     public func read(_ range: Range<Int64>) throws -> Data {
         do {
-            return try readPresent(range)
+            let data = try readPresent(range)
+            // After the read: a new version's bytes are written only after its change is counted.
+            try checkSameVersion()
+            return data
         } catch let error as CacheError where error.code == .damaged || error.code == .incomplete {
             // A damaged block was dropped from the index (or will be, once a writer holding the entry lets go), or
             // another reader dropped it first: stop trusting the view of it held here, so the next `want` or

@@ -111,7 +111,8 @@ final class Exchange: @unchecked Sendable {
     private var target = Target.discard
     private var deliveredStart: Int64 = 0
     private var rangeIgnored = false
-    /// A 200 to a ranged request with `.stop`: the transfer was ended after the head, on purpose.
+    /// The transfer was ended after the head, on purpose: a 200 to a ranged request with `.stop`, or an answer
+    /// the sink refused (``ByteSink/acceptsVersion(_:)``).
     private var stoppedAtHead = false
     private var totalSize: Int64?
     /// Body bytes of a `.sink` download gathered for one write (``ByteSink/writeBatchBytes``), allocated on the
@@ -324,6 +325,10 @@ final class Exchange: @unchecked Sendable {
                 }
                 totalSize = cr.total
                 deliveredStart = got.lowerBound
+                guard sink.acceptsVersion(HTTPResponseHead(status: status, headers: headers, url: url)) else {
+                    stoppedAtHead = true
+                    return
+                }
                 target = .sink(sink, offset: got.lowerBound, skip: 0, end: got.upperBound + 1)
             case 200:
                 rangeIgnored = range != nil
@@ -332,7 +337,8 @@ final class Exchange: @unchecked Sendable {
                 if headers["Content-Encoding"] == nil, let length = headers["Content-Length"].flatMap({ Int64($0) }) {
                     totalSize = length
                 }
-                if rangeIgnored && whenRangeIgnored == .stop {
+                if rangeIgnored && whenRangeIgnored == .stop
+                    || !sink.acceptsVersion(HTTPResponseHead(status: status, headers: headers, url: url)) {
                     stoppedAtHead = true
                     return
                 }
@@ -455,7 +461,7 @@ final class Exchange: @unchecked Sendable {
         }
         if stoppedAtHead {
             return .success(ExchangeResult(status: status, headers: headers, body: Data(), bodyBytes: 0,
-                                           delivered: deliveredStart..<deliveredStart, rangeIgnored: true, totalSize: totalSize))
+                                           delivered: deliveredStart..<deliveredStart, rangeIgnored: rangeIgnored, totalSize: totalSize))
         }
         guard code == CURLE_OK else {
             if code == CURLE_OPERATION_TIMEDOUT, let deadline, ContinuousClock.now + .milliseconds(50) >= deadline {

@@ -101,9 +101,15 @@ public protocol ByteSink: Sendable {
     var writeBatchBytes: Int { get }
     /// The file slot this download needs (``TransferSlot``); nil (the default) starts at once.
     var slot: TransferSlot? { get }
+    /// Called on the transport thread once the final head of a 200 or 206 is in, before any body byte: false
+    /// ends the exchange there, nothing written (the outcome has the head and an empty `delivered`). A sink
+    /// holding bytes of one version of a file refuses an answer that names another (a new `ETag`), so the two
+    /// never meet in it, not even until the caller sees the head.
+    func acceptsVersion(_ head: HTTPResponseHead) -> Bool
 }
 
 extension ByteSink {
+    public func acceptsVersion(_ head: HTTPResponseHead) -> Bool { true }
     public func acceptsBytes() -> Bool { true }
     public var writeBatchBytes: Int { 0 }
     public var slot: TransferSlot? { nil }

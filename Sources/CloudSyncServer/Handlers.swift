@@ -267,17 +267,30 @@ extension TrackServer {
             cache.recordPlay(remote: remote, path: path)
         }
         notePlay()
+        // A client that freezes when a body ends short (mpd before 0.23.13, ``ClientQuirks``) is never cut while it
+        // is there: a stall waits on, a failure holds the response open until it closes (a skip, a stop).
+        let client = head.header("User-Agent")
+        let neverCut = ClientQuirks.freezesOnCutBody(userAgent: client)
+        let notCut = "not cut, because \(client ?? "this client") freezes on a cut response (MPD issue #1727, fixed in 0.23.13)"
         while position < body.upperBound {
             do {
                 let next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
                                         timeout: options.stallTimeout)
                 if next.isEmpty {
+                    if neverCut, !stopped, !io.peerClosed() {
+                        logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout); waiting on at byte \(position), \(notCut)")
+                        continue
+                    }
                     logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout) or the client left; closing the response")
                     outcome.aborted = true
                     return outcome
                 }
                 let data = try read(source, next, io: io, timeout: options.stallTimeout)
                 if data.isEmpty {
+                    if neverCut, !stopped, !io.peerClosed() {
+                        logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout); waiting on at byte \(position), \(notCut)")
+                        continue
+                    }
                     logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout) or the client left; closing the response")
                     outcome.aborted = true
                     return outcome
@@ -289,11 +302,10 @@ extension TrackServer {
                 outcome.bytes += Int64(data.count)
                 position = next.lowerBound + Int64(data.count)
             } catch let offline as RemoteOffline {
-                if ClientQuirks.freezesOnCutBody(userAgent: head.header("User-Agent")) {
-                    // A cut would freeze this mpd: the response stays open, like a network that stalls, until
-                    // it closes (a skip, a stop) or the cloud answers again and the body goes on.
-                    logger.info("serve: \(remote):\(path): the body waits at byte \(position), missing while \(offline); "
-                        + "not cut, because \(head.header("User-Agent") ?? "this client") freezes on a cut response (MPD issue #1727, fixed in 0.23.13)")
+                if neverCut {
+                    // Like a network that stalls: the response waits until the client closes or the cloud
+                    // answers again and the body goes on.
+                    logger.info("serve: \(remote):\(path): the body waits at byte \(position), missing while \(offline); \(notCut)")
                     if waitWhileOffline(source, io: io, from: position, limit: body.upperBound, context: "\(remote):\(path)") {
                         logger.info("serve: \(remote):\(path): the cloud answers again; the body goes on from byte \(position)")
                         continue
@@ -308,7 +320,8 @@ extension TrackServer {
                 outcome.aborted = true
                 return outcome
             } catch {
-                logger.warning("serve: \(remote):\(path) stopped mid-response: \(error)")
+                logger.warning("serve: \(remote):\(path) stopped mid-response: \(error)" + (neverCut ? "; held open until the client closes, \(notCut)" : ""))
+                if neverCut { holdUntilClosed(io) }
                 outcome.aborted = true
                 return outcome
             }
@@ -316,6 +329,12 @@ extension TrackServer {
             notePlay()
         }
         return outcome
+    }
+
+    /// Keeps a response whose body cannot go on open until the client closes or the server stops: for a client
+    /// that freezes on a cut (``ClientQuirks``).
+    private func holdUntilClosed(_ io: ConnectionIO) {
+        while !stopped, !io.waitForPeerClose(timeout: .seconds(1)) {}
     }
 
     /// Holds a response at `offset` while the cloud cannot be reached: true once it answers again (a fetch of

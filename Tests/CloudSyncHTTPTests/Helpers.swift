@@ -17,10 +17,23 @@ final class MemorySink: ByteSink {
     private let failAfter: Int?
     let writeBatchBytes: Int
 
-    init(failAfter: Int? = nil, batch: Int = 0) {
+    /// Heads offered to ``acceptsVersion(_:)``, and whether it takes them.
+    private let heads = Mutex<[HTTPResponseHead]>([])
+    private let refusesVersions: Bool
+
+    init(failAfter: Int? = nil, batch: Int = 0, refusesVersions: Bool = false) {
         self.failAfter = failAfter
         writeBatchBytes = batch
+        self.refusesVersions = refusesVersions
     }
+
+    func acceptsVersion(_ head: HTTPResponseHead) -> Bool {
+        heads.withLock { $0.append(head) }
+        return !refusesVersions
+    }
+
+    /// The statuses of the heads offered to ``acceptsVersion(_:)``.
+    var offered: [Int] { heads.withLock { $0.map(\.status) } }
 
     /// The size of each write, in order.
     var sizes: [Int] { writes.withLock { $0.map(\.1.count) } }

@@ -314,6 +314,81 @@ import TestSupport
         #expect(!served.isEmpty, "serve fetched nothing of track 2 once the cloud was back")
     }
 
+    /// mpd waits at the end of a head with the cloud unplugged; the track is replaced in the cloud meanwhile
+    /// (same size), and the cloud comes back: the bytes after the head are another version's, so the response
+    /// never goes on with them (a splice), and since a cut would freeze this mpd it is held open: mpd still
+    /// answers, `mpc next` plays the next track, and the next play of the first gets the new version whole.
+    /// Fails with the cut (`mpc status` times out) and with the splice (the response goes on).
+    @Test func mpdAtAHeadWhoseTrackChangedInTheCloudStillSkips() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-mpd-changed")
+        let library = dir.file("library/Artist")
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        func encode(_ index: Int, frequency: Int) throws {
+            let (status, _) = try Self.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=40",
+                                                      "-ac", "2", "-c:a", "libmp3lame", "-b:a", "256k", "-metadata", "title=Track \(index)",
+                                                      library.appendingPathComponent("0\(index).mp3").path])
+            guard status == 0 else { throw TestSupportError("ffmpeg could not make track \(index)") }
+        }
+        try encode(1, frequency: 400)
+        try encode(2, frequency: 500)
+        var fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"1536KiB\"\nmin_free = \"0B\"")
+        #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
+        let cloudPort = fake.port
+        fake.stop()
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        let (mpd, mpc) = try Self.startMPD(musicDirectory: "http://127.0.0.1:\(port)/dav/lib/", in: dir, realTime: false)
+        defer { mpd.stop() }
+        #expect(try await offPool { try mpc(["--wait", "update"]).0 } == 0)
+        #expect(try await offPool { try mpc(["add", "Artist"]).0 } == 0)
+        /// Polls `mpc -f %file% status` until `done` holds (every 0.2 s, up to `seconds`); the last reading.
+        func wait(_ seconds: Double, until done: @escaping @Sendable (String) -> Bool) async throws -> String {
+            try await offPool {
+                let deadline = Date().addingTimeInterval(seconds)
+                var last = ""
+                repeat {
+                    let (status, out) = try mpc(["-f", "%file%", "status"])
+                    guard status == 0 else { throw TestSupportError("mpc status exited \(status): \(out)") }
+                    last = out.split(separator: "\n").prefix(2).joined(separator: " ")
+                    if done(last) { break }
+                    usleep(200_000)
+                } while Date() < deadline
+                return last
+            }
+        }
+        #expect(try await offPool { try mpc(["play"]).0 } == 0)
+        let atHole = try await wait(20) { $0.contains("01.mp3 [playing] #1/2   0:1") }
+        #expect(atHole.contains("01.mp3 [playing] #1/2   0:1"), "\(atHole)")
+
+        // Replaced in the cloud, which comes back: serve's probe finds it, the fetch meets the new version.
+        try encode(1, frequency: 700)
+        let replaced = try Data(contentsOf: library.appendingPathComponent("01.mp3"))
+        fake = try await FilesFake(root: dir.file("library"), port: cloudPort)
+        let back = fake
+        let changed = Date()
+        // The next fetch of track 1 asks for the old version (If-Range) and is told of the new one.
+        _ = try await offPool { () throws -> Void in
+            while try back.log().first(where: { $0.path == "/dav/Artist/01.mp3" }) == nil, Date().timeIntervalSince(changed) < 60 {
+                usleep(200_000)
+            }
+        }
+        try await Task.sleep(for: .seconds(2))
+        let held = try await wait(0) { _ in true }
+        #expect(held.contains("01.mp3 [playing] #1/2   0:1"), "mpd went on past the head with another version's bytes: \(held)")
+        #expect(try await offPool { try mpc(["next"]).0 } == 0)
+        let second = try await wait(20) { $0.contains("02.mp3") }
+        #expect(second.contains("02.mp3"), "\(second)")
+
+        // Played again, track 1 is the new version, whole.
+        #expect(try await offPool { try mpc(["play", "1"]).0 } == 0)
+        let ended = try await wait(60) { !$0.contains("01.mp3") }
+        #expect(!ended.contains("01.mp3"), "mpd did not play the new version of track 1 to its end: \(ended)")
+        let cached = try? Data(contentsOf: env.cacheDir.appendingPathComponent("tracks/lib/Artist/01.mp3"))
+        #expect(cached == replaced, "the cached track 1 is not the new version (\(cached?.count ?? -1) bytes)")
+    }
+
     static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }

@@ -228,6 +228,37 @@ import TestSupport
         }
         #expect(c.all.isEmpty, "\(c.all)")
     }
+
+    /// A track replaced in the cloud by another of the same size after its head was cached: the response that
+    /// sent the old head ends there (the new version's bytes never follow the old one's: a player would play a
+    /// splice, a copy would be corrupt without an error); the next request gets the new version whole, verified.
+    @Test func aTrackThatChangesInTheCloudIsNeverSplicedIntoAResponse() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-changed")
+        let size = 2 << 20, head = 256 << 10
+        let contents = try Self.library([("A/one.mp3", size)], in: dir)
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        defer { fake.stop() }
+        try fake.setFaults("[]")
+        var random = SeededRandom(seed: 91)
+        let replaced = random.bytes(size)
+        try replaced.write(to: dir.file("library/A/one.mp3"))
+        let old = try #require(contents["A/one.mp3"])
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+
+        let c = Checks()
+        try await offPool {
+            let client = try RawClient(port: port)
+            client.send("GET /tracks/lib/A/one.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let first = try client.readResponseUntilCut()
+            c.expect(first.status == 200 && first.headers["content-length"] == String(size), "\(first.status) \(first.headers)")
+            c.expect(first.body.count >= head && first.body.count < size, "the response went on past the old head: \(first.body.count) bytes")
+            c.expect(first.body == old.prefix(first.body.count), "the response holds bytes of the new version after the old head")
+            let again = try RawClient(port: port).get("/tracks/lib/A/one.mp3")
+            c.expect(again.status == 200 && again.body == replaced, "the next request: \(again.status), \(again.body.count) bytes, new version: \(again.body == replaced)")
+        }
+        #expect(c.all.isEmpty, "\(c.all)")
+    }
 }
 
 extension FilesFake.Served {
