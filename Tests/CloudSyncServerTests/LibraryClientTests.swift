@@ -246,106 +246,67 @@ import TestSupport
         print("mpd: offline update over \(contents.count) tracks with shortened heads took \(String(format: "%.2f", seconds)) s")
     }
 
-    /// mpd plays a head-only track with the cloud unplugged: the head plays, and mpd (0.23.12 in Debian 12, which
-    /// freezes at 100 % CPU on a response cut short: MPD issue #1727) still answers while it waits at the hole,
-    /// and when the cloud comes back plays on past the head from where it stopped, then the next track whole.
-    /// Fails with the cut: `mpc status` then times out. (No `mpc next` while it waits: that mpd can deadlock
-    /// skipping a stream that stalls, 2 runs in ~6 with another mpd test beside it; docs/serve.md.)
-    @Test func mpdPlaysAHeadOfflineAndGoesOnWhenTheCloudIsBack() async throws {
-        let dir = try TemporaryDirectory(prefix: "cloudsync-mpd-comeback")
-        let library = dir.file("library/Artist")
-        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
-        for index in 1 ... 2 {
-            let (status, _) = try Self.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(300 + 100 * index):duration=40",
-                                                 "-ac", "2", "-c:a", "libmp3lame", "-b:a", "256k", "-metadata", "title=Track \(index)",
-                                                 library.appendingPathComponent("0\(index).mp3").path])
-            guard status == 0 else { throw TestSupportError("ffmpeg could not make track \(index)") }
-        }
-        var fake = try await FilesFake(root: dir.file("library"))
-        defer { fake.stop() }
-        // Room for the two heads (640 KiB each at the defaults), not for a whole track (1.3 MB).
-        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"1536KiB\"\nmin_free = \"0B\"")
-        #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
-        let heads = try InstantStartAcceptanceTests.listing(env)
-        #expect(heads.count == 2 && heads.allSatisfy { $0["state"] as? String == "head" }, "\(heads)")
-        let cloudPort = fake.port
-        fake.stop()
-        let (serve, port) = try await env.serve()
-        defer { serve.stop() }
-        let (mpd, mpc) = try Self.startMPD(musicDirectory: "http://127.0.0.1:\(port)/dav/lib/", in: dir, realTime: false)
-        defer { mpd.stop() }
-        #expect(try await offPool { try mpc(["--wait", "update"]).0 } == 0)
-        #expect(try await offPool { try mpc(["add", "Artist"]).0 } == 0)
-
-        /// `mpc -f` of the current song and its status line, e.g. "Artist/01.mp3 [playing] #1/2 0:16/0:40 (40%)".
-        let now = { @Sendable () throws -> String in
-            let (status, out) = try mpc(["-f", "%file%", "status"])
-            guard status == 0 else { throw TestSupportError("mpc status exited \(status): \(out)") }
-            return out.split(separator: "\n").prefix(2).joined(separator: " ")
-        }
-        /// Polls `now` until `done` holds (every 0.2 s, up to `seconds`); the last reading.
-        func wait(_ seconds: Double, until done: @escaping @Sendable (String) -> Bool) async throws -> String {
-            try await offPool {
-                let deadline = Date().addingTimeInterval(seconds)
-                var last = try now()
-                while !done(last), Date() < deadline {
-                    usleep(200_000)
-                    last = try now()
-                }
-                return last
-            }
-        }
-        #expect(try await offPool { try mpc(["play"]).0 } == 0)
-        // The head plays (at once: the null output does not keep time), then mpd waits at the hole; a cut would
-        // have frozen it here.
-        let atHole = try await wait(20) { $0.contains("[playing] #1/2   0:1") }
-        #expect(atHole.contains("01.mp3") && atHole.contains("[playing] #1/2   0:1"), "\(atHole)")
-        try await Task.sleep(for: .seconds(3))
-        let still = try await offPool { try now() }
-        #expect(still.contains("01.mp3 [playing] #1/2   0:1"), "mpd after 3 s at the hole: \(still)")
-
-        // The cloud comes back on its address: the body goes on from the hole, and mpd plays both tracks to their end.
-        fake = try await FilesFake(root: dir.file("library"), port: cloudPort)
-        let ended = try await wait(90) { !$0.contains("[playing]") }
-        #expect(!ended.contains("[playing]"), "mpd did not play on once the cloud was back: \(ended)")
-        let served = Set(try fake.log().map(\.path))
-        #expect(served == ["/dav/Artist/01.mp3", "/dav/Artist/02.mp3"], "serve fetched \(served) once the cloud was back")
-        let states = try InstantStartAcceptanceTests.listing(env).map { $0["state"] as? String ?? "?" }
-        #expect(states == ["cached", "cached"], "\(states)")
+    /// A 40 s 256 kbit/s MP3 `0<index>.mp3` with a sine of `frequency` in `library` (ffmpeg).
+    static func encodeSine(_ index: Int, frequency: Int, in library: URL) throws {
+        let (status, _) = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=40",
+                                             "-ac", "2", "-c:a", "libmp3lame", "-b:a", "256k", "-metadata", "title=Track \(index)",
+                                             library.appendingPathComponent("0\(index).mp3").path])
+        guard status == 0 else { throw TestSupportError("ffmpeg could not make track \(index)") }
     }
 
-    /// mpd waits at the end of a head with the cloud unplugged; the track is replaced in the cloud meanwhile
-    /// (same size), and the cloud comes back: the bytes after the head are another version's, so the response
-    /// never goes on with them (a splice), and since a cut would freeze this mpd it is held open: mpd still
-    /// answers, at the head; a new request gets the new version whole. Fails with the cut (`mpc status` times
-    /// out) and with the splice (mpd plays on into track 2).
-    @Test func mpdAtAHeadWhoseTrackChangedInTheCloudIsHeldThere() async throws {
-        let dir = try TemporaryDirectory(prefix: "cloudsync-mpd-changed")
-        let library = dir.file("library/Artist")
-        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
-        func encode(_ index: Int, frequency: Int) throws {
-            let (status, _) = try Self.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=40",
-                                                      "-ac", "2", "-c:a", "libmp3lame", "-b:a", "256k", "-metadata", "title=Track \(index)",
-                                                      library.appendingPathComponent("0\(index).mp3").path])
-            guard status == 0 else { throw TestSupportError("ffmpeg could not make track \(index)") }
+    /// Two such tracks (Artist/01.mp3, 02.mp3) in a cloud, a cache holding only their heads (a budget with room
+    /// for the two heads, 640 KiB each at the defaults, not for a whole track), the cloud stopped, `serve` on the
+    /// cache and mpd (a null output that does not keep time: a head plays at once) on its `/dav/`, both queued.
+    final class OfflineMPD: @unchecked Sendable {
+        let dir: TemporaryDirectory
+        let library: URL
+        let env: BinaryEnv
+        let cloudPort: Int
+        let port: Int
+        let mpc: @Sendable ([String]) throws -> (Int32, String)
+        private let serve: ChildProcess
+        private let mpd: ChildProcess
+
+        init(prefix: String) async throws {
+            dir = try TemporaryDirectory(prefix: prefix)
+            library = dir.file("library/Artist")
+            try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+            try LibraryClientTests.encodeSine(1, frequency: 400, in: library)
+            try LibraryClientTests.encodeSine(2, frequency: 500, in: library)
+            let fake = try await FilesFake(root: dir.file("library"))
+            defer { fake.stop() }
+            env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"1536KiB\"\nmin_free = \"0B\"")
+            let pulled = try env.run(["pull", "--remote", "lib"])
+            let states = try InstantStartAcceptanceTests.listing(env).map { $0["state"] as? String ?? "?" }
+            guard pulled.status == 0, states == ["head", "head"] else {
+                throw TestSupportError("the pull should keep two heads: exit \(pulled.status), \(states): \(pulled.stderr)")
+            }
+            cloudPort = fake.port
+            fake.stop()
+            (serve, port) = try await env.serve()
+            do {
+                (mpd, mpc) = try LibraryClientTests.startMPD(musicDirectory: "http://127.0.0.1:\(port)/dav/lib/", in: dir, realTime: false)
+            } catch {
+                serve.stop()
+                throw error
+            }
+            let mpc = self.mpc
+            guard try await offPool({ try mpc(["--wait", "update"]).0 == 0 && mpc(["add", "Artist"]).0 == 0 }) else {
+                stop()
+                throw TestSupportError("mpc could not update and queue the library")
+            }
         }
-        try encode(1, frequency: 400)
-        try encode(2, frequency: 500)
-        var fake = try await FilesFake(root: dir.file("library"))
-        defer { fake.stop() }
-        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"1536KiB\"\nmin_free = \"0B\"")
-        #expect(try env.run(["pull", "--remote", "lib"]).status == 0)
-        let cloudPort = fake.port
-        fake.stop()
-        let (serve, port) = try await env.serve()
-        defer { serve.stop() }
-        let (mpd, mpc) = try Self.startMPD(musicDirectory: "http://127.0.0.1:\(port)/dav/lib/", in: dir, realTime: false)
-        defer { mpd.stop() }
-        #expect(try await offPool { try mpc(["--wait", "update"]).0 } == 0)
-        #expect(try await offPool { try mpc(["add", "Artist"]).0 } == 0)
-        /// Polls `mpc -f %file% status` until `done` holds (every 0.2 s, up to `seconds`); the last reading.
-        func wait(_ seconds: Double, until done: @escaping @Sendable (String) -> Bool) async throws -> String {
-            try await offPool {
+
+        func stop() {
+            mpd.stop()
+            serve.stop()
+        }
+
+        /// Polls `mpc -f %file% status` (e.g. "Artist/01.mp3 [playing] #1/2   0:16/0:40 (40%)") every 0.2 s until
+        /// `done` holds, up to `seconds`; the last reading. Throws when mpc fails (mpd does not answer).
+        func status(within seconds: Double = 0, until done: @escaping @Sendable (String) -> Bool = { _ in true }) async throws -> String {
+            let mpc = self.mpc
+            return try await offPool {
                 let deadline = Date().addingTimeInterval(seconds)
                 var last = ""
                 repeat {
@@ -358,27 +319,66 @@ import TestSupport
                 return last
             }
         }
+    }
+
+    /// mpd plays a head-only track with the cloud unplugged: the head plays, and mpd (0.23.12 in Debian 12, which
+    /// freezes at 100 % CPU on a response cut short: MPD issue #1727) still answers while it waits at the hole,
+    /// and when the cloud comes back plays on past the head from where it stopped, then the next track whole.
+    /// Fails with the cut: `mpc status` then times out. (No `mpc next` while it waits: that mpd can deadlock
+    /// skipping a stream that stalls, 2 runs in ~6 with another mpd test beside it; docs/serve.md.)
+    @Test func mpdPlaysAHeadOfflineAndGoesOnWhenTheCloudIsBack() async throws {
+        let f = try await OfflineMPD(prefix: "cloudsync-mpd-comeback")
+        defer { f.stop() }
+        let mpc = f.mpc
         #expect(try await offPool { try mpc(["play"]).0 } == 0)
-        let atHole = try await wait(20) { $0.contains("01.mp3 [playing] #1/2   0:1") }
+        // The head plays, then mpd waits at the hole; a cut would have frozen it here.
+        let atHole = try await f.status(within: 20) { $0.contains("01.mp3 [playing] #1/2   0:1") }
+        #expect(atHole.contains("01.mp3 [playing] #1/2   0:1"), "\(atHole)")
+        try await Task.sleep(for: .seconds(3))
+        let still = try await f.status()
+        #expect(still.contains("01.mp3 [playing] #1/2   0:1"), "mpd after 3 s at the hole: \(still)")
+
+        // The cloud comes back on its address: the body goes on from the hole, and mpd plays both tracks to their end.
+        let fake = try await FilesFake(root: f.dir.file("library"), port: f.cloudPort)
+        defer { fake.stop() }
+        let ended = try await f.status(within: 90) { !$0.contains("[playing]") }
+        #expect(!ended.contains("[playing]"), "mpd did not play on once the cloud was back: \(ended)")
+        let served = Set(try fake.log().map(\.path))
+        #expect(served == ["/dav/Artist/01.mp3", "/dav/Artist/02.mp3"], "serve fetched \(served) once the cloud was back")
+        let states = try InstantStartAcceptanceTests.listing(f.env).map { $0["state"] as? String ?? "?" }
+        #expect(states == ["cached", "cached"], "\(states)")
+    }
+
+    /// mpd waits at the end of a head with the cloud unplugged; the track is replaced in the cloud meanwhile
+    /// (same size), and the cloud comes back: the bytes after the head are another version's, so the response
+    /// never goes on with them (a splice), and since a cut would freeze this mpd it is held open: mpd still
+    /// answers, at the head; a new request gets the new version whole. Fails with the cut (`mpc status` times
+    /// out) and with the splice (mpd plays on into track 2).
+    @Test func mpdAtAHeadWhoseTrackChangedInTheCloudIsHeldThere() async throws {
+        let f = try await OfflineMPD(prefix: "cloudsync-mpd-changed")
+        defer { f.stop() }
+        let mpc = f.mpc
+        #expect(try await offPool { try mpc(["play"]).0 } == 0)
+        let atHole = try await f.status(within: 20) { $0.contains("01.mp3 [playing] #1/2   0:1") }
         #expect(atHole.contains("01.mp3 [playing] #1/2   0:1"), "\(atHole)")
 
         // Replaced in the cloud, which comes back: serve's probe finds it, the fetch meets the new version.
-        try encode(1, frequency: 700)
-        let replaced = try Data(contentsOf: library.appendingPathComponent("01.mp3"))
-        fake = try await FilesFake(root: dir.file("library"), port: cloudPort)
-        let back = fake
-        let changed = Date()
+        try Self.encodeSine(1, frequency: 700, in: f.library)
+        let replaced = try Data(contentsOf: f.library.appendingPathComponent("01.mp3"))
+        let fake = try await FilesFake(root: f.dir.file("library"), port: f.cloudPort)
+        defer { fake.stop() }
         // The next fetch of track 1 asks for the old version (If-Range) and is told of the new one.
-        _ = try await offPool { () throws -> Void in
-            while try back.log().first(where: { $0.path == "/dav/Artist/01.mp3" }) == nil, Date().timeIntervalSince(changed) < 60 {
+        try await offPool { () throws -> Void in
+            let changed = Date()
+            while try fake.log().first(where: { $0.path == "/dav/Artist/01.mp3" }) == nil, Date().timeIntervalSince(changed) < 60 {
                 usleep(200_000)
             }
         }
         try await Task.sleep(for: .seconds(2))
-        let held = try await wait(0) { _ in true }
+        let held = try await f.status()
         #expect(held.contains("01.mp3 [playing] #1/2   0:1"), "mpd went on past the head with another version's bytes: \(held)")
         // Another client asks again: the new version, whole.
-        let again = try await offPool { try RawClient(port: port).get("/tracks/lib/Artist/01.mp3") }
+        let again = try await offPool { try RawClient(port: f.port).get("/tracks/lib/Artist/01.mp3") }
         #expect(again.status == 200 && again.body == replaced, "\(again.status), \(again.body.count) bytes, the new version: \(again.body == replaced)")
     }
 
