@@ -271,7 +271,9 @@ extension TrackServer {
         // is there: a stall waits on, a failure holds the response open until it closes (a skip, a stop).
         let client = head.header("User-Agent")
         let neverCut = ClientQuirks.freezesOnCutBody(userAgent: client)
-        let notCut = "not cut, because \(client ?? "this client") freezes on a cut response (MPD issue #1727, fixed in 0.23.13)"
+        // Named by the version parsed, not the header (the client's own text stays out of the log).
+        let version = ClientQuirks.mpdVersion(client)?.map(String.init).joined(separator: ".") ?? "?"
+        let notCut = "not cut, because mpd \(version) freezes on a cut response (MPD issue #1727, fixed in 0.23.13)"
         while position < body.upperBound {
             do {
                 let next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
