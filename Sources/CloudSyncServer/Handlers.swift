@@ -271,9 +271,10 @@ extension TrackServer {
         // is there: a stall waits on, a failure holds the response open until it closes (a skip, a stop).
         let client = head.header("User-Agent")
         let neverCut = ClientQuirks.freezesOnCutBody(userAgent: client)
-        // Named by the version parsed, not the header (the client's own text stays out of the log).
-        let version = ClientQuirks.mpdVersion(client)?.map(String.init).joined(separator: ".") ?? "?"
-        let notCut = "not cut, because mpd \(version) freezes on a cut response (MPD issue #1727, fixed in 0.23.13)"
+        // Named by the version parsed, not the header (the client's own text stays out of the log); only built
+        // for such a client, not on every request.
+        let notCut = neverCut ? "not cut, because mpd \(ClientQuirks.mpdVersion(client)?.map(String.init).joined(separator: ".") ?? "?") "
+            + "freezes on a cut response (MPD issue #1727, fixed in 0.23.13)" : ""
         while position < body.upperBound {
             do {
                 let next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
@@ -339,9 +340,9 @@ extension TrackServer {
         while !stopped, !io.waitForPeerClose(timeout: .seconds(1)) {}
     }
 
-    /// Holds a response at `offset` while the cloud cannot be reached: true once it answers again (a fetch of
-    /// the bytes from `offset` is under way), false when the client closed, the server stops, or the track's
-    /// fetch failed otherwise.
+    /// Holds a response at `offset` while the cloud cannot be reached, for a client that freezes on a cut: true
+    /// once it answers again (a fetch of the bytes from `offset` is under way), false when the client closed or
+    /// the server stops — also after the track's fetch failed otherwise, which holds the response until then.
     private func waitWhileOffline(_ source: any ByteSource, io: ConnectionIO, from offset: Int64, limit: Int64, context: String) -> Bool {
         while !stopped {
             if io.waitForPeerClose(timeout: .seconds(1)) { return false }
@@ -351,7 +352,8 @@ extension TrackServer {
             } catch is RemoteOffline {
                 continue
             } catch {
-                logger.warning("serve: \(context) stopped mid-response: \(error)")
+                logger.warning("serve: \(context) stopped mid-response: \(error); held open until the client closes")
+                holdUntilClosed(io)
                 return false
             }
         }
