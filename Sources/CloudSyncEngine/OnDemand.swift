@@ -23,7 +23,8 @@ public struct OnDemandOptions: Sendable {
     /// How often such a stream tries to take the entry's writer lock itself (the other writer may have moved on).
     public var takeoverInterval: Duration
     /// After the cloud could not be reached, the first background probe comes after this; each failed probe
-    /// doubles the wait up to ``maxProbeInterval``.
+    /// doubles the wait up to ``maxProbeInterval``. A client that asks for missing bytes probes at once, but no
+    /// sooner than this after the last probe began (``TrackStream/awaitReachable(within:)``).
     public var probeInterval: Duration
     public var maxProbeInterval: Duration
 
@@ -66,8 +67,10 @@ public struct RemoteOffline: Error, Sendable, CustomStringConvertible {
 ///   read-ahead, and a GET of read-ahead in flight is cancelled for them. Nothing is fetched for a request
 ///   while the bytes it reads are present; read-ahead only follows a client that reads on into missing bytes.
 /// - Offline: when a fetch fails because the cloud cannot be reached (``isUnreachable(_:)``), the remote is
-///   marked offline: streams throw ``RemoteOffline`` at once for missing bytes, and a background probe (a
-///   1-byte ranged GET) clears the mark when the cloud answers again.
+///   marked offline: streams throw ``RemoteOffline`` at once for missing bytes, and a probe (a 1-byte ranged
+///   GET) clears the mark when the cloud answers again. Probes run in the background with a growing back-off,
+///   and at once when a client asks for missing bytes (at most one per ``OnDemandOptions/probeInterval``), so a
+///   player is served as soon as the network is back, not at the back-off's next turn.
 /// - A session holds the entry's writer lock only while it has bytes to fetch; a track whose last byte arrives
 ///   this way is verified and promoted into `tracks/` like a pulled one.
 /// - Closing a stream (the player disconnected) cancels its read-ahead; the GET in flight is cancelled when no
@@ -88,8 +91,14 @@ public final class OnDemand: Sendable {
 
     private struct Offline {
         var reason: String
-        var nextProbe: ContinuousClock.Instant
-        var probe: Task<Void, Never>?
+        /// When the last probe began (the failure that marked the remote offline counts as one): a client's
+        /// demand probes again no sooner than ``OnDemandOptions/probeInterval`` after it.
+        var lastProbe: ContinuousClock.Instant
+        var probing = false
+        /// Finished probes, all failed: a waiter watches its own finish.
+        var probes = 0
+        /// The background probe loop.
+        var loop: Task<Void, Never>?
     }
 
     /// The transport reports a cloud that cannot be reached as `.unreachable`; give the pacer few
@@ -111,7 +120,7 @@ public final class OnDemand: Sendable {
     }
 
     deinit {
-        offline.withLock { $0?.probe?.cancel() }
+        offline.withLock { $0?.loop?.cancel() }
     }
 
     /// Opens `path` (relative to the remote's root, as indexed) for streaming. Touches its last access time.
@@ -139,11 +148,11 @@ public final class OnDemand: Sendable {
     /// Whether the cloud is considered unreachable now.
     public var isOffline: Bool { offline.withLock { $0 != nil } }
 
-    /// The error for missing bytes while offline, or nil when online.
+    /// The error for missing bytes while offline, or nil when online. `retryAfter`: when a request probes again.
     func offlineError() -> RemoteOffline? {
         offline.withLock { state in
             guard let state else { return nil }
-            let wait = state.nextProbe - .now
+            let wait = state.lastProbe + options.probeInterval - .now
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             return RemoteOffline(remote: remote, retryAfter: seconds, reason: state.reason)
         }
@@ -160,37 +169,78 @@ public final class OnDemand: Sendable {
         let reason = (error as? ProviderError)?.message ?? String(describing: error)
         let started = offline.withLock { state -> Bool in
             if state != nil { return false }
-            state = Offline(reason: reason, nextProbe: .now + options.probeInterval, probe: nil)
+            state = Offline(reason: reason, lastProbe: .now)
             return true
         }
         guard started else { return }
         logger.warning("serve: \(remote): the cloud cannot be reached (\(reason)); answering from the cache only until it is back")
         // The task holds this object only while a probe runs, so an OnDemand that goes away ends it.
-        let probe = Task(executorPreference: executor) { [weak self, options] in
+        let loop = Task(executorPreference: executor) { [weak self, options] in
             var pause = options.probeInterval
             while !Task.isCancelled {
                 do { try await Task.sleep(for: pause) } catch { return }
-                guard let self, !(await self.probeReaches(file)) else { return }
+                guard let self, self.isOffline else { return }
+                // A probe a client started meanwhile is as good as this one.
+                guard self.beginProbe(demanded: false) != nil else { continue }
+                if await self.probe(file) { return }
                 pause = min(options.maxProbeInterval, pause * 2)
-                let next = pause
-                self.offline.withLock { $0?.nextProbe = .now + next }
             }
         }
-        offline.withLock { $0?.probe = probe }
+        offline.withLock { $0?.loop = loop }
     }
 
-    /// One probe: a 1-byte ranged GET of `file`. Any answer from the host (an HTTP error, a malformed reply
-    /// included) means the cloud is reachable: the offline mark is cleared and true returned.
-    private func probeReaches(_ file: RemoteFile) async -> Bool {
+    /// Claims the next probe: its number, or nil when online, a probe runs, or (`demanded`) one began less than
+    /// ``OnDemandOptions/probeInterval`` ago.
+    private func beginProbe(demanded: Bool) -> Int? {
+        offline.withLock { state -> Int? in
+            guard var s = state, !s.probing else { return nil }
+            let now = ContinuousClock.now
+            if demanded, now - s.lastProbe < options.probeInterval { return nil }
+            s.probing = true
+            s.lastProbe = now
+            state = s
+            return s.probes + 1
+        }
+    }
+
+    /// For a client that wants missing bytes of `file` while offline: probes the cloud now (see ``beginProbe``)
+    /// and waits up to `timeout` for the answer. True when the cloud answers (again); false when it still cannot
+    /// be reached, the probe takes longer, or no probe is due (one failed less than a probe interval ago, or
+    /// another client's is under way: its answer ends the offline mark for this one too).
+    func awaitReachable(_ file: RemoteFile, within timeout: Duration) -> Bool {
+        guard isOffline else { return true }
+        guard let ticket = beginProbe(demanded: true) else { return !isOffline }
+        Task(executorPreference: executor) { [weak self] in _ = await self?.probe(file) }
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let (online, failed) = offline.withLock { s in (s == nil, (s?.probes ?? 0) >= ticket) }
+            if online { return true }
+            if failed || ContinuousClock.now >= deadline { return false }
+            usleep(2_000)
+        }
+    }
+
+    /// One probe, claimed by ``beginProbe(demanded:)``: a 1-byte ranged GET of `file`. Any answer from the host
+    /// (an HTTP error, a malformed reply included) means the cloud is reachable: the offline mark is cleared
+    /// (ending the background loop) and true returned.
+    private func probe(_ file: RemoteFile) async -> Bool {
         do {
             let download = try await provider.resolveDownload(for: file)
             var request = HTTPRequest(method: download.method, url: download.url, keepsAuthAcrossHosts: download.sendsAuthOnRedirect)
             for h in download.headers { request.headers.add(h.name, h.value) }
             _ = try await transport.download(request, range: 0 ... 0, ifRange: nil, whenRangeIgnored: .stop, into: DiscardingSink())
         } catch where Self.isUnreachable(error) || error is CancellationError {
+            offline.withLock { state in
+                state?.probing = false
+                state?.probes += 1
+            }
             return false
         } catch {}
-        offline.withLock { $0 = nil }
+        let loop = offline.withLock { state -> Task<Void, Never>? in
+            defer { state = nil }
+            return state?.loop
+        }
+        loop?.cancel()
         logger.info("serve: \(remote): the cloud answers again")
         return true
     }
@@ -310,7 +360,7 @@ final class FetchSession: Sendable {
             d.sequence = s.sequence
             s.demands[d.id] = d
             if s.task == nil {
-                if s.failure == nil, owner.offlineError() == nil,
+                if s.failure == nil, !owner.isOffline,
                    Self.nextFetch(s.demands.values, missing: job.writer.missingRanges(), size: job.file.size,
                                   block: options.blockSize, chunk: options.chunkSize) != nil {
                     startLocked(&s)
@@ -359,7 +409,7 @@ final class FetchSession: Sendable {
         while true {
             let pick: Fetch? = state.withLock { s in
                 s.preempted = false
-                guard !s.demands.isEmpty, owner.offlineError() == nil else { return nil }
+                guard !s.demands.isEmpty, !owner.isOffline else { return nil }
                 let next = Self.nextFetch(s.demands.values, missing: job.writer.missingRanges(), size: job.file.size,
                                           block: options.blockSize, chunk: options.chunkSize)
                 s.inFlight = next
@@ -426,7 +476,7 @@ final class FetchSession: Sendable {
         // Restart when a stream asked for more while this task was ending.
         let restart = state.withLock { s -> Bool in
             s.task = nil
-            let wanted = !s.demands.isEmpty && s.failure == nil && !s.closed && owner.offlineError() == nil
+            let wanted = !s.demands.isEmpty && s.failure == nil && !s.closed && !owner.isOffline
                 && Self.nextFetch(s.demands.values, missing: job.writer.missingRanges(), size: job.file.size,
                                   block: options.blockSize, chunk: options.chunkSize) != nil
             if wanted { startLocked(&s) }
@@ -609,6 +659,13 @@ public final class TrackStream: Sendable {
         }
         if let offline = owner.offlineError() { throw offline }
         try attachSession(demand)
+    }
+
+    /// After ``RemoteOffline``: probes the cloud now for this track and waits up to `timeout` for its answer —
+    /// true when the cloud answers again (ask again: the missing bytes are fetched), false when it still cannot be
+    /// reached or no probe is due yet (``OnDemand/awaitReachable(_:within:)``). Blocks the calling thread.
+    public func awaitReachable(within timeout: Duration) -> Bool {
+        owner.awaitReachable(file, within: timeout)
     }
 
     /// Records that bytes before `offset` were sent: the fetch window moves (and grows) with the client.

@@ -15,6 +15,8 @@ protocol ByteSource: AnyObject, Sendable {
     func read(_ range: Range<Int64>) throws -> Data
     func consumed(upTo offset: Int64)
     func close()
+    /// After ``RemoteOffline``: whether the cloud answers again within `timeout` (a probe started now).
+    func awaitReachable(within timeout: Duration) -> Bool
 }
 
 extension TrackStream: ByteSource {}
@@ -43,6 +45,7 @@ final class CachedOnlySource: ByteSource {
     func read(_ range: Range<Int64>) throws -> Data { try reader.read(range) }
     func consumed(upTo offset: Int64) {}
     func close() { reader.close() }
+    func awaitReachable(within timeout: Duration) -> Bool { false }
 }
 
 struct UnavailableError: Error, CustomStringConvertible {
@@ -234,7 +237,12 @@ extension TrackServer {
         // Wait for the first byte before answering, so a failing fetch still gets a proper status.
         var first: Range<Int64>
         do {
-            try source.want(body)
+            do {
+                try source.want(body)
+            } catch is RemoteOffline where source.awaitReachable(within: options.offlineGrace) {
+                // The network came back since the cloud was last probed: fetch now rather than answer 503.
+                try source.want(body)
+            }
             first = try waitForBytes(source, io: io, from: body.lowerBound, limit: body.upperBound, timeout: options.firstByteTimeout)
         } catch {
             return failure(io, head, error, context: "\(remote):\(path)")
@@ -305,21 +313,19 @@ extension TrackServer {
                 outcome.bytes += Int64(data.count)
                 position = next.lowerBound + Int64(data.count)
             } catch let offline as RemoteOffline {
-                if neverCut {
-                    // Like a network that stalls: the response waits until the client closes or the cloud
-                    // answers again and the body goes on.
-                    logger.info("serve: \(remote):\(path): the body waits at byte \(position), missing while \(offline); \(notCut)")
-                    if waitWhileOffline(source, io: io, from: position, limit: body.upperBound, context: "\(remote):\(path)") {
-                        logger.info("serve: \(remote):\(path): the cloud answers again; the body goes on from byte \(position)")
-                        continue
-                    }
-                    outcome.aborted = true
-                    return outcome
+                // Held, probing the cloud: for a client that freezes on a cut, until it closes or the cloud answers
+                // (like a network that stalls); for others `offlineGrace` at most — a scanner that read ahead past
+                // the head closes on its own meanwhile, rather than see its stream fail.
+                if neverCut { logger.info("serve: \(remote):\(path): the body waits at byte \(position), missing while \(offline); \(notCut)") }
+                switch waitWhileOffline(source, io: io, until: neverCut ? nil : .now + options.offlineGrace) {
+                case .online:
+                    logger.info("serve: \(remote):\(path): the cloud answers again; the body goes on from byte \(position)")
+                    continue
+                case .closed:
+                    logger.info("serve: \(remote):\(path): the client closed at byte \(position), missing while \(offline)")
+                case .timedOut:
+                    logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)")
                 }
-                // A scanner that read ahead past the head closes on its own: let it, rather than fail its stream.
-                let left = io.waitForPeerClose(timeout: options.offlineGrace)
-                logger.info("serve: \(remote):\(path): the body ends at byte \(position), missing while \(offline)"
-                    + (left ? " (the client closed first)" : ""))
                 outcome.aborted = true
                 return outcome
             } catch {
@@ -340,24 +346,21 @@ extension TrackServer {
         while !stopped, !io.waitForPeerClose(timeout: .seconds(1)) {}
     }
 
-    /// Holds a response at `offset` while the cloud cannot be reached, for a client that freezes on a cut: true
-    /// once it answers again (a fetch of the bytes from `offset` is under way), false when the client closed or
-    /// the server stops — also after the track's fetch failed otherwise, which holds the response until then.
-    private func waitWhileOffline(_ source: any ByteSource, io: ConnectionIO, from offset: Int64, limit: Int64, context: String) -> Bool {
+    private enum OfflineWait { case online, closed, timedOut }
+
+    /// Holds a response while the cloud cannot be reached, probing it (at most once per probe interval,
+    /// ``TrackStream/awaitReachable(within:)``): `.online` once it answers again (asking for the bytes fetches
+    /// them; a fetch that then fails ends in the body loop's error path), `.closed` when the client closed or the
+    /// server stops, `.timedOut` at `deadline` (nil: none).
+    private func waitWhileOffline(_ source: any ByteSource, io: ConnectionIO, until deadline: ContinuousClock.Instant?) -> OfflineWait {
         while !stopped {
-            if io.waitForPeerClose(timeout: .seconds(1)) { return false }
-            do {
-                _ = try source.available(from: offset, limit: min(limit, saturatingAdd(offset, Self.sendBlock)))
-                return true
-            } catch is RemoteOffline {
-                continue
-            } catch {
-                logger.warning("serve: \(context) stopped mid-response: \(error); held open until the client closes")
-                holdUntilClosed(io)
-                return false
-            }
+            let left = deadline.map { $0 - .now } ?? .seconds(1)
+            if left <= .zero { return .timedOut }
+            if source.awaitReachable(within: min(left, .seconds(1))) { return .online }
+            let slice = min(.milliseconds(250), deadline.map { max(.zero, $0 - .now) } ?? .milliseconds(250))
+            if io.waitForPeerClose(timeout: slice) { return .closed }
         }
-        return false
+        return .closed
     }
 
     /// Where a play starts for a track whose start set is not known: past its first MiB.

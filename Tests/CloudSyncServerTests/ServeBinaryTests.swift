@@ -229,6 +229,46 @@ import TestSupport
         #expect(c.all.isEmpty, "\(c.all)")
     }
 
+    /// The network comes back: a response waiting at the hole goes on (held, as for mpd 0.23.12, which freezes on
+    /// a cut), and after the cloud was away long enough for the background probe to back off (its next turn
+    /// 8 s away), the first request for missing bytes probes at once and is served, not answered 503 until then.
+    @Test func aCloudThatComesBackIsUsedByTheNextRequest() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-comeback")
+        let size = 2 << 20, head = 256 << 10
+        let contents = try Self.library([("A/one.mp3", size), ("A/two.ogg", size)], in: dir)
+        let (headFake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        let cloudPort = headFake.port
+        headFake.stop()
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+
+        // A whole GET by mpd 0.23.12 reaches the hole with the cloud away, waits there, and goes on once it is back.
+        let held = try RawClient(port: port)
+        held.send("GET /tracks/lib/A/one.mp3 HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Music Player Daemon 0.23.12\r\n\r\n")
+        async let reading = offPool { try held.readResponseUntilCut() }
+        try await Task.sleep(for: .seconds(3))
+        var cloud = try await FilesFake(root: dir.file("library"), port: cloudPort)
+        let whole = try await reading
+        #expect(whole.status == 200)
+        #expect(whole.body == contents["A/one.mp3"], "\(whole.body.count) of \(size) bytes, or other bytes")
+
+        // Away again, for 8 s: a request for missing bytes gets 503 at once, with Retry-After 1.
+        cloud.stop()
+        let first = try await offPool { try RawClient(port: port).get("/tracks/lib/A/two.ogg", headers: ["Range: bytes=\(size / 2)-"]) }
+        #expect(first.status == 503)
+        #expect(first.headers["retry-after"] == "1", "\(first.headers)")
+        try await Task.sleep(for: .seconds(8))
+        cloud = try await FilesFake(root: dir.file("library"), port: cloudPort)
+        defer { cloud.stop() }
+        let (back, seconds) = try await offPool {
+            try timed { try RawClient(port: port).get("/tracks/lib/A/two.ogg", headers: ["Range: bytes=\(size / 2)-"]) }
+        }
+        #expect(back.status == 206, "\(back.status) \(String(decoding: back.body.prefix(300), as: UTF8.self))")
+        #expect(back.body == contents["A/two.ogg"]?.suffix(from: size / 2))
+        #expect(seconds < 5, "served after \(seconds) s")
+        print("serve-comeback: the first request after the cloud came back was served in \(String(format: "%.0f", seconds * 1000)) ms")
+    }
+
     /// A track replaced in the cloud by another of the same size after its head was cached: the response that
     /// sent the old head ends there (the new version's bytes never follow the old one's: a player would play a
     /// splice, a copy would be corrupt without an error); the next request gets the new version whole, verified.
