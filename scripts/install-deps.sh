@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(libcurl4-openssl-dev libsqlite3-dev libssl-dev libxml2-dev pkg-config python3
           rclone nginx libnginx-mod-http-dav-ext apache2 apache2-utils curl aria2 time ffmpeg mpd mpc
-          groff-base zsh fish openssl exfatprogs exfat-fuse)
+          mpv vlc-bin vlc-plugin-base groff-base zsh fish openssl exfatprogs exfat-fuse)
+# mpv, vlc-bin, vlc-plugin-base: the desktop players of DesktopPlayerTests
 # openssl: the TLS tests' certificates, the cipher's speed in bench/encryption.sh; exfatprogs, exfat-fuse: a cache
 # on exFAT (PortableNamesTests, which also need root and /dev/fuse)
 [ "${1:-}" = "--bench" ] && packages+=(hyperfine)
