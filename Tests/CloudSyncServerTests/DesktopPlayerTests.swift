@@ -17,10 +17,7 @@ import TestSupport
         let fixtures = try AudioFixtures.shared(seconds: 40)
         let dir = try TemporaryDirectory(prefix: "cloudsync-desktop-players")
         let library = dir.file("library")
-        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
-        for (name, _) in AudioFixtures.instantStart {
-            try FileManager.default.copyItem(at: fixtures.url(name), to: library.appendingPathComponent(name))
-        }
+        try fixtures.copyInstantStart(to: library)
         let fake = try await FilesFake(root: library)
         defer { fake.stop() }
 
@@ -28,7 +25,7 @@ import TestSupport
         let scratch = try BinaryEnv(davURL: fake.davURL, extra: Self.heads)
         let full = try scratch.run(["pull", "--remote", "lib"])
         #expect(full.status == 0, "\(full.stderr)")
-        let heads = try InstantStartAcceptanceTests.listing(scratch).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        let heads = try InstantStartAcceptanceTests.headBytes(scratch)
         let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(heads + (16 << 10))B\"\nmin_free = \"0B\"\n" + Self.heads)
         let pulled = try env.run(["pull", "--remote", "lib"])
         #expect(pulled.status == 0, "\(pulled.stderr)")

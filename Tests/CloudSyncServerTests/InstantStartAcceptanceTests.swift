@@ -30,7 +30,7 @@ import TestSupport
         let scratch = try BinaryEnv(davURL: fake.davURL)
         let full = try scratch.run(["pull", "--remote", "lib"])
         #expect(full.status == 0, "\(full.stderr)")
-        let heads = try Self.listing(scratch).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        let heads = try Self.headBytes(scratch)
         #expect(heads > 0 && heads < expected.values.reduce(0) { $0 + $1.size } / 2, "start sets total \(heads) bytes")
 
 
@@ -125,15 +125,10 @@ import TestSupport
         let fixtures = try AudioFixtures.shared(seconds: 120)
         let dir = try TemporaryDirectory(prefix: "cloudsync-short-heads")
         let library = dir.file("library")
-        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
-        for (name, _) in AudioFixtures.instantStart {
-            try FileManager.default.copyItem(at: fixtures.url(name), to: library.appendingPathComponent(name))
-        }
+        try fixtures.copyInstantStart(to: library)
         var fake = try await FilesFake(root: library)
         defer { fake.stop() }
-        func heads(_ env: BinaryEnv) throws -> Int {
-            try Self.listing(env).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
-        }
+        func heads(_ env: BinaryEnv) throws -> Int { try Self.headBytes(env) }
         /// Pulls into `env`, expects every track to keep a head under shorter settings than configured, then
         /// stops the cloud and decodes each track's first second through `serve`. Returns the heads' bytes.
         func pullShortenedAndPlayOffline(_ env: BinaryEnv, budget: Int, tail: Int? = nil) async throws -> Int {
@@ -226,7 +221,7 @@ import TestSupport
         let summary = try #require(report?["budget"] as? [String: Any])
         #expect(summary["full_heads_bytes"] is NSNull && ((summary["heads"] as? [String: Any])?["first"] as? NSNumber)?.intValue == 512 << 10,
                 "\(summary)")
-        #expect(try Self.listing(env).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) } == full)
+        #expect(try Self.headBytes(env) == full)
         #expect(!(try env.run(["cache", "status"]).stdout.contains("shortened")))
 
         try fake.reset()
@@ -241,6 +236,11 @@ import TestSupport
         let listed = try env.run(["ls", "--offline", "--json", "--remote", "lib"])
         guard listed.status == 0 else { throw TestSupportError("ls --json exited \(listed.status): \(listed.stderr)") }
         return try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+    }
+
+    /// The sum of the start sets' sizes (`head_bytes` of `ls --json`).
+    static func headBytes(_ env: BinaryEnv) throws -> Int {
+        try listing(env).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
     }
 
     /// ffprobe's duration of the complete file.

@@ -217,7 +217,7 @@ import TestSupport
         defer { fake.stop() }
         let scratch = try BinaryEnv(davURL: fake.davURL)
         #expect(try scratch.run(["pull", "--remote", "lib"]).status == 0)
-        let full = try InstantStartAcceptanceTests.listing(scratch).reduce(0) { $0 + (($1["head_bytes"] as? NSNumber)?.intValue ?? 0) }
+        let full = try InstantStartAcceptanceTests.headBytes(scratch)
         let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"\(full * 2 / 5)B\"\nmin_free = \"0B\"")
         let pulled = try env.run(["pull", "--remote", "lib"])
         #expect(pulled.status == 0 && pulled.stderr.contains("heads shortened to "), "\(pulled.stderr)")

@@ -59,6 +59,14 @@ public final class AudioFixtures: Sendable {
 
     public func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
 
+    /// A library folder `dir` holding copies of the ten files of ``instantStart``.
+    public func copyInstantStart(to dir: URL) throws {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for (name, _) in Self.instantStart {
+            try FileManager.default.copyItem(at: url(name), to: dir.appendingPathComponent(name))
+        }
+    }
+
     private static let made = Mutex<[Int: Result<AudioFixtures, any Error>]>([:])
 
     /// The fixtures of `seconds` of audio, made on first use (about a minute on a busy machine) and shared by
