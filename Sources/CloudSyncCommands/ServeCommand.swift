@@ -32,7 +32,8 @@ struct ServeCommand {
         let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
         var unavailable: [String: String] = [:]
-        for remote in try setup.selectedRemotes(config) {
+        let remotes = try setup.selectedRemotes(config)
+        for remote in remotes {
             do {
                 // A player waits on these fetches: a cloud that cannot be reached is not retried (serve marks it
                 // offline, answers 503 and probes in the background); other failures keep the usual retries.
@@ -54,6 +55,15 @@ struct ServeCommand {
         let announcement = cache.announceServe(url: "http://\(shown):\(bound)/")
         defer { announcement?.withdraw() }
         if !quiet { context.console.err("cloudsync: playlist at http://\(shown):\(bound)/playlist.m3u; Ctrl-C stops\n") }
+        // serve offers the index's tracks and lists nothing itself: a remote never listed offers none, which a
+        // player shows as an empty library. The index is read per request, so a listing made now shows at once.
+        if let status = try? cache.status() {
+            let indexed = Dictionary(status.remotes.map { ($0.remote, $0.tracks) }, uniquingKeysWith: +)
+            for remote in remotes where (indexed[remote.name] ?? 0) == 0 {
+                context.logger.warning("\(remote.name): no track of this remote is in the index yet, so serve offers none: "
+                    + "run 'cloudsync ls --remote \(remote.name)' (or a pull); its tracks then appear here without a restart")
+            }
+        }
 
         let (signals, continuation) = AsyncStream<Void>.makeStream()
         let interrupt = InterruptHandler { continuation.yield() }

@@ -229,6 +229,30 @@ import TestSupport
         #expect(c.all.isEmpty, "\(c.all)")
     }
 
+    /// serve lists nothing itself: a remote never listed offers no track, and serve names it and what to run; a
+    /// listing made while it runs shows at once (the index is read per request).
+    @Test func aRemoteNeverListedIsNamedAndItsListingShowsWithoutARestart() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-unlisted")
+        _ = try Self.library([("A/one.mp3", 64 << 10)], in: dir)
+        let fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL)
+        let log = dir.file("serve.log")
+        let (serve, port) = try await env.serve(["--log-file", log.path])
+        defer { serve.stop() }
+        let empty = try await offPool { try RawClient(port: port).get("/playlist.m3u") }
+        #expect(String(decoding: empty.body, as: UTF8.self) == "#EXTM3U\n")
+        let warned = await eventually {
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            return text.contains("lib: no track of this remote is in the index yet") && text.contains("run 'cloudsync ls --remote lib'")
+        }
+        #expect(warned, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "no log")")
+        let listed = try env.run(["ls", "--remote", "lib"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let playlist = try await offPool { try RawClient(port: port).get("/playlist.m3u") }
+        #expect(String(decoding: playlist.body, as: UTF8.self).contains("http://127.0.0.1:\(port)/tracks/lib/A/one.mp3"))
+    }
+
     /// The network comes back: a response waiting at the hole goes on (held, as for mpd 0.23.12, which freezes on
     /// a cut), and after the cloud was away long enough for the background probe to back off (its next turn
     /// 8 s away), the first request for missing bytes probes at once and is served, not answered 503 until then.
