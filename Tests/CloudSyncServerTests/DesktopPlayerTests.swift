@@ -55,8 +55,8 @@ import TestSupport
             + "after \(String(format: "%.1f", mpvSeconds)) s")
 
         // VLC plays the head of an MP3 whose ID3v1 tag is at the end to the hole, in real time, and exits. (Not an
-        // MP4 head this short: VLC's MP4 demuxer drops the track when a read fails before its output started,
-        // docs/serve.md.)
+        // M4A head this short: VLC's MP4 demuxer reads 15 s ahead and drops the track and what it decoded when a
+        // read fails, docs/serve.md.)
         let (vlc, vlcDecoded, vlcSeconds) = try await offPool { try Self.vlcPlays("\(base)/tracks/lib/mp3-id3v1.mp3") }
         #expect(vlc.status == 0, "VLC exited \(vlc.status): \(vlc.stderr.suffix(2000))")
         #expect(vlcDecoded >= 1.9 && vlcDecoded < 20, "VLC played \(vlcDecoded) s of the head of mp3-id3v1.mp3")
