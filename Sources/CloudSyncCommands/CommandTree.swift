@@ -138,9 +138,11 @@ enum CommandTree {
         abstract: "Serve cached tracks to players over loopback HTTP, fetching missing bytes on demand.",
         discussion: """
         GET/HEAD /tracks/<remote>/<path> with Range; /playlist.m3u (?remote=NAME, ?cached=1); / lists tracks; \
-        /dav/ is a read-only WebDAV view of the library (mpd, Kodi, davfs2, rclone). Cached bytes are sent from \
-        disk; missing ones are fetched from the cloud, cached and streamed as they arrive (503 at once when it \
-        cannot be reached). Prints 'listening on URL' on stdout; Ctrl-C stops. See docs/serve.md.
+        /dav/ is a read-only WebDAV view of the library (mpd, Kodi, davfs2, rclone). It offers the tracks of the \
+        index: run 'cloudsync ls' or a pull first (one made while it runs shows at once). Cached bytes are sent \
+        from disk; missing ones are fetched from the cloud, cached and streamed as they arrive (503 at once when \
+        it cannot be reached; the next request tries again). Prints 'listening on URL' on stdout; Ctrl-C stops. \
+        See docs/serve.md.
         """,
         options: remoteSelection + [
             .value("port", "N", "TCP port (default 8765; 0 picks a free one)."),
