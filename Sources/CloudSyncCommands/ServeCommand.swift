@@ -48,6 +48,11 @@ struct ServeCommand {
         let server = TrackServer(cache: cache, sources: sources, unavailable: unavailable, options: options,
                                  logger: context.logger)
         let bound = try server.start()
+        // What players fetch stays within cache.max_size and cache.min_free, as a pull keeps it.
+        let keeper = ServeBudgetKeeper(budget: setup.budget(config, cache: cache), sources: Array(sources.values),
+                                       logger: context.logger)
+        keeper.start()
+        defer { keeper.stop() }
         let shown = options.urlHost
         context.console.out("listening on http://\(shown):\(bound)/\n")
         let quiet = context.arguments.has("quiet")

@@ -47,8 +47,8 @@ public struct ReductionReport: Sendable {
 }
 
 /// Plans the whole cache (every remote that shares it) within its budget and brings it down to the plan:
-/// the one place that decides what is kept. Used by `pull` before, between and after its fetch passes, and by
-/// `cache evict`.
+/// the one place that decides what is kept. Used by `pull` before, between and after its fetch passes, by `serve`
+/// (``ServeBudgetKeeper``) and by `cache evict`.
 public struct CacheBudget: Sendable {
     public let cache: Cache
     public let settings: BudgetSettings
@@ -207,6 +207,44 @@ public struct CacheBudget: Sendable {
             logger.debug("budget: \(report.items.count) track(s) reduced, \(ByteSize.format(report.freedBytes)) freed")
         }
         return report
+    }
+
+    /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set
+    /// is not known are analysed from their local files first, then the cache is planned and reduced again.
+    public func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], removing: Set<RemotePath> = [],
+                                heads: HeadPolicy) throws -> ReductionReport {
+        var report = try reduce(to: plan, tracks: tracks)
+        guard !report.needsAnalysis.isEmpty else { return report }
+        let ids = Set(report.needsAnalysis)
+        var analysed = 0
+        for track in tracks where ids.contains(track.id) {
+            do {
+                let writer = try cache.openWriter(remote: track.remote, path: track.path, wait: false)
+                defer { writer.close() }
+                try StartSets.analyseLocally(writer, heads: heads)
+                analysed += 1
+            } catch {
+                logger.info("\(track.remote):\(track.path): could not analyse its start set (\(error)); left as it is")
+            }
+        }
+        guard analysed > 0 else { return report }
+        let (again, tracksAgain) = try self.plan(removing: removing, heads: heads)
+        let second = try reduce(to: again, tracks: tracksAgain)
+        report.items += second.items
+        report.busy += second.busy
+        report.needsAnalysis = second.needsAnalysis
+        return report
+    }
+
+    /// Brings the cache down to its plan when it holds more than its budget (`cache.max_size`, lowered by
+    /// `cache.min_free`): what `serve` calls after it fetched bytes, so a library played between pulls (or never
+    /// pulled) does not grow the cache past them. Played tracks rank first, as in a pull's plan; entries being
+    /// written (a track serve or a pull is fetching) are left for a later call. nil when within the budget.
+    public func keepWithin() throws -> ReductionReport? {
+        let held = try cache.heldBytes()
+        guard held > (try budget(held: held)) else { return nil }
+        let (plan, tracks) = try plan()
+        return try reduceAnalysing(plan, tracks: tracks, heads: plan.heads)
     }
 
     private func apply(_ outcome: ReductionOutcome, _ track: PlanningTrack, action: String,

@@ -277,8 +277,16 @@ public final class OnDemand: Sendable {
             if map[session.job.file.path] === session { map[session.job.file.path] = nil }
             return true
         }
-        if retired { session.job.writer.close() }
+        if retired {
+            session.job.writer.close()
+            retiredSessions.add(1, ordering: .relaxed)
+        }
     }
+
+    /// Fetch sessions ended so far: it moves when this object may have added bytes to the cache
+    /// (``ServeBudgetKeeper``).
+    public var sessionsEnded: Int { retiredSessions.load(ordering: .relaxed) }
+    private let retiredSessions = Atomic<Int>(0)
 }
 
 /// Throws away what a probe receives.

@@ -162,7 +162,7 @@ public struct Sync: Sendable {
         cache.removeLegacyLockFiles()
         // Estimates were replaced by real start sets: reach the plan exactly.
         let (finalPlan, tracks) = try budget.plan(heads: heads)
-        let last = try await reduceAnalysing(finalPlan, tracks: tracks, budget: budget, heads: heads)
+        let last = try budget.reduceAnalysing(finalPlan, tracks: tracks, heads: heads)
         reduction.items += last.items
         reduction.busy += last.busy
         report.budget = BudgetSummary(finalPlan, reduction: reduction)
@@ -475,7 +475,7 @@ public struct Sync: Sendable {
         var options = options
         guard !plan.fetch.isEmpty else {
             let (cachePlan, tracks) = try budget.plan(removing: removing, heads: options.heads)
-            return (try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing, heads: options.heads),
+            return (try budget.reduceAnalysing(cachePlan, tracks: tracks, removing: removing, heads: options.heads),
                     options.heads)
         }
         let fetcher = FileFetcher(provider: provider, transport: transport, pacer: pacer, chunkSize: options.chunkSize,
@@ -567,7 +567,7 @@ public struct Sync: Sendable {
                     .map { RemotePath(remote: remote, path: tracks[$0.track].path) }
                 let leftOut = removing.union(later)
                 let (roundPlan, roundTracks) = try budget.plan(removing: leftOut, heads: options.heads)
-                let reduced = try await reduceAnalysing(roundPlan, tracks: roundTracks, budget: budget, removing: leftOut,
+                let reduced = try budget.reduceAnalysing(roundPlan, tracks: roundTracks, removing: leftOut,
                                                         heads: options.heads)
                 reduction.items += reduced.items
                 reduction.busy += reduced.busy
@@ -588,7 +588,7 @@ public struct Sync: Sendable {
 
         // Tails: plan with the real start sets, make room, fetch the planned whole tracks in priority order.
         let (cachePlan, tracks) = try unchanged ?? budget.plan(removing: removing, heads: options.heads)
-        let reduced = try await reduceAnalysing(cachePlan, tracks: tracks, budget: budget, removing: removing, heads: options.heads)
+        let reduced = try budget.reduceAnalysing(cachePlan, tracks: tracks, removing: removing, heads: options.heads)
         reduction.items += reduced.items
         reduction.busy += reduced.busy
         let whole = wanted(cachePlan, tracks, .complete) { !$0.complete }
@@ -626,33 +626,6 @@ public struct Sync: Sendable {
     /// 100,000 tracks).
     static func candidates(_ plan: SyncPlan) -> [String: Int] {
         Dictionary(plan.fetch.indices.map { (plan.fetch[$0].file.path, $0) }, uniquingKeysWith: { a, _ in a })
-    }
-
-    /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set
-    /// is not known are analysed from their local files first, then the cache is planned and reduced again.
-    private func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], budget: CacheBudget,
-                                 removing: Set<RemotePath> = [], heads: HeadPolicy) async throws -> ReductionReport {
-        var report = try budget.reduce(to: plan, tracks: tracks)
-        guard !report.needsAnalysis.isEmpty else { return report }
-        let ids = Set(report.needsAnalysis)
-        var analysed = 0
-        for track in tracks where ids.contains(track.id) {
-            do {
-                let writer = try cache.openWriter(remote: track.remote, path: track.path, wait: false)
-                defer { writer.close() }
-                try StartSets.analyseLocally(writer, heads: heads)
-                analysed += 1
-            } catch {
-                logger.info("\(track.remote):\(track.path): could not analyse its start set (\(error)); left as it is")
-            }
-        }
-        guard analysed > 0 else { return report }
-        let (again, tracksAgain) = try budget.plan(removing: removing, heads: heads)
-        let second = try budget.reduce(to: again, tracks: tracksAgain)
-        report.items += second.items
-        report.busy += second.busy
-        report.needsAnalysis = second.needsAnalysis
-        return report
     }
 
     /// What fetching a file came to: a result, or a file whose commit to the cache is still to run (a verified

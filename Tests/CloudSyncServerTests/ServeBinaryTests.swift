@@ -229,6 +229,45 @@ import TestSupport
         #expect(c.all.isEmpty, "\(c.all)")
     }
 
+    /// What players fetch through serve stays within the budget, as a pull keeps it: after tracks are played whole
+    /// past it, the lowest-priority tails go (heads stay) and the track played last stays complete.
+    @Test func serveKeepsTheCacheWithinItsBudget() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-budget")
+        let size = 2 << 20
+        let names = (1 ... 5).map { "A/\($0).mp3" }
+        let contents = try Self.library(names.map { ($0, size) }, in: dir)
+        let fake = try await FilesFake(root: dir.file("library"))
+        defer { fake.stop() }
+        let env = try BinaryEnv(davURL: fake.davURL, extra: "max_size = \"6MiB\"\nmin_free = \"0B\"")
+        let pulled = try env.run(["pull", "--remote", "lib"])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        func status() throws -> (bytes: Int, budget: Int) {
+            let out = try env.run(["cache", "status", "--json"]).stdout
+            let object = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any] ?? [:]
+            return ((object["bytes"] as? NSNumber)?.intValue ?? -1, (object["budget"] as? NSNumber)?.intValue ?? -1)
+        }
+        let before = try status()
+        #expect(before.bytes <= before.budget && before.budget == 6 << 20, "\(before)")
+        let rows = try InstantStartAcceptanceTests.listing(env)
+        let heads = rows.filter { $0["state"] as? String == "head" }.compactMap { $0["path"] as? String }.sorted()
+        #expect(heads.count >= 3, "after the pull: \(rows.map { "\($0["path"] ?? "?") \($0["state"] ?? "?")" })")
+
+        let (serve, port) = try await env.serve()
+        defer { serve.stop() }
+        // Three head-only tracks played whole, one after the other: 6 MiB more than the pull left.
+        for path in heads.prefix(3) {
+            let whole = try await offPool { try RawClient(port: port).get("/tracks/lib/\(path)") }
+            #expect(whole.status == 200 && whole.body == contents[path], "\(path): \(whole.status), \(whole.body.count) bytes")
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let within = try await eventually(20) { let now = try status(); return now.bytes <= now.budget }
+        let after = try status()
+        #expect(within, "the cache holds \(after.bytes) bytes of a \(after.budget) budget")
+        let last = try InstantStartAcceptanceTests.listing(env).first { $0["path"] as? String == heads[2] }
+        #expect(last?["state"] as? String == "cached", "the track played last: \(last ?? [:])")
+        #expect(try InstantStartAcceptanceTests.listing(env).allSatisfy { ["head", "cached"].contains($0["state"] as? String ?? "") })
+    }
+
     /// serve lists nothing itself: a remote never listed offers no track, and serve names it and what to run; a
     /// listing made while it runs shows at once (the index is read per request).
     @Test func aRemoteNeverListedIsNamedAndItsListingShowsWithoutARestart() async throws {
