@@ -171,7 +171,8 @@ public struct CacheBudget: Sendable {
     /// of tracks that will not complete go. Entries being written by another process are skipped. Complete
     /// tracks without a known start set are listed in `needsAnalysis` (and kept) — the caller analyses them
     /// from the local file and reduces again.
-    public func reduce(to plan: CachePlan, tracks: [PlanningTrack], dryRun: Bool = false) throws(CacheError) -> ReductionReport {
+    public func reduce(to plan: CachePlan, tracks: [PlanningTrack], dryRun: Bool = false,
+                       sparing: Set<RemotePath> = []) throws(CacheError) -> ReductionReport {
         var report = ReductionReport()
         // Indexes into `tracks` by id (a dictionary of the tracks themselves took 34 MiB at 100,000).
         let byID = Dictionary(tracks.indices.map { (tracks[$0].id, $0) }, uniquingKeysWith: { a, _ in a })
@@ -179,6 +180,7 @@ public struct CacheBudget: Sendable {
             guard let index = byID[id] else { continue }
             let track = tracks[index]
             guard track.id >= 0 else { continue }
+            if !sparing.isEmpty, sparing.contains(RemotePath(remote: track.remote, path: track.path)) { continue }
             let target = plan.target(id)
             switch target {
             case .complete:
@@ -212,8 +214,8 @@ public struct CacheBudget: Sendable {
     /// Reduces the cache to `plan` (over `tracks`, planned leaving out `removing`); complete tracks whose start set
     /// is not known are analysed from their local files first, then the cache is planned and reduced again.
     public func reduceAnalysing(_ plan: CachePlan, tracks: [PlanningTrack], removing: Set<RemotePath> = [],
-                                heads: HeadPolicy) throws -> ReductionReport {
-        var report = try reduce(to: plan, tracks: tracks)
+                                heads: HeadPolicy, sparing: Set<RemotePath> = []) throws -> ReductionReport {
+        var report = try reduce(to: plan, tracks: tracks, sparing: sparing)
         guard !report.needsAnalysis.isEmpty else { return report }
         let ids = Set(report.needsAnalysis)
         var analysed = 0
@@ -229,7 +231,7 @@ public struct CacheBudget: Sendable {
         }
         guard analysed > 0 else { return report }
         let (again, tracksAgain) = try self.plan(removing: removing, heads: heads)
-        let second = try reduce(to: again, tracks: tracksAgain)
+        let second = try reduce(to: again, tracks: tracksAgain, sparing: sparing)
         report.items += second.items
         report.busy += second.busy
         report.needsAnalysis = second.needsAnalysis
@@ -239,12 +241,13 @@ public struct CacheBudget: Sendable {
     /// Brings the cache down to its plan when it holds more than its budget (`cache.max_size`, lowered by
     /// `cache.min_free`): what `serve` calls after it fetched bytes, so a library played between pulls (or never
     /// pulled) does not grow the cache past them. Played tracks rank first, as in a pull's plan; entries being
-    /// written (a track serve or a pull is fetching) are left for a later call. nil when within the budget.
-    public func keepWithin() throws -> ReductionReport? {
+    /// written (a track serve or a pull is fetching) and the `sparing` ones (tracks a player has open) are left
+    /// for a later call. nil when within the budget.
+    public func keepWithin(sparing: Set<RemotePath> = []) throws -> ReductionReport? {
         let held = try cache.heldBytes()
         guard held > (try budget(held: held)) else { return nil }
         let (plan, tracks) = try plan()
-        return try reduceAnalysing(plan, tracks: tracks, heads: plan.heads)
+        return try reduceAnalysing(plan, tracks: tracks, heads: plan.heads, sparing: sparing)
     }
 
     private func apply(_ outcome: ReductionOutcome, _ track: PlanningTrack, action: String,

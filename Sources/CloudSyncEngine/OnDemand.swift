@@ -127,8 +127,24 @@ public final class OnDemand: Sendable {
     /// Throws `CacheError(.notFound)` for a path the index does not know.
     public func open(path: String) throws -> TrackStream {
         let reader = try cache.openReader(remote: remote, path: path)
+        openStreams.withLock { $0[path, default: 0] += 1 }
         return TrackStream(owner: self, reader: reader, id: nextID.add(1, ordering: .relaxed).oldValue)
     }
+
+    /// Streams open per path: a client is reading these tracks now, so the budget leaves them as they are
+    /// (``ServeBudgetKeeper``); shrinking one under a player would make it fetch those bytes again, or stall.
+    private let openStreams = Mutex<[String: Int]>([:])
+
+    func streamClosed(_ path: String) {
+        openStreams.withLock { counts in
+            let left = (counts[path] ?? 1) - 1
+            counts[path] = left > 0 ? left : nil
+        }
+        endings.add(1, ordering: .relaxed)
+    }
+
+    /// The paths a client has open now.
+    public var pathsInUse: Set<String> { openStreams.withLock { Set($0.keys) } }
 
     /// How many times each path's fetch met another version of it on the server than the one being fetched
     /// (its bytes were then dropped and the new version fetched): a stream that served bytes before such a
@@ -279,14 +295,14 @@ public final class OnDemand: Sendable {
         }
         if retired {
             session.job.writer.close()
-            retiredSessions.add(1, ordering: .relaxed)
+            endings.add(1, ordering: .relaxed)
         }
     }
 
-    /// Fetch sessions ended so far: it moves when this object may have added bytes to the cache
-    /// (``ServeBudgetKeeper``).
-    public var sessionsEnded: Int { retiredSessions.load(ordering: .relaxed) }
-    private let retiredSessions = Atomic<Int>(0)
+    /// Fetch sessions ended and streams closed so far: it moves when this object may have added bytes to the
+    /// cache or let go of a track (``ServeBudgetKeeper``).
+    public var endingsSoFar: Int { endings.load(ordering: .relaxed) }
+    private let endings = Atomic<Int>(0)
 }
 
 /// Throws away what a probe receives.
@@ -777,6 +793,7 @@ public final class TrackStream: Sendable {
         if fd >= 0 { Glibc.close(fd) }
         session?.remove(id)
         reader.close()
+        owner.streamClosed(file.path)
     }
 
     /// Read-ahead for `demand`: twice what the client consumed in its run since it last needed a fetch, from

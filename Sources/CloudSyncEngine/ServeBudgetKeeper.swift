@@ -7,8 +7,8 @@ import Synchronization
 /// played through it between pulls — or never pulled — would otherwise grow the cache past `cache.max_size` and
 /// `cache.min_free` until the disk is full. On a thread of its own (the work is SQLite and file trimming, never
 /// on a cooperative or a network thread), once at start and then every `interval` after an on-demand fetch
-/// session of any remote ended, ``CacheBudget/keepWithin()`` brings the cache down to its plan: played tracks
-/// first, as in a pull.
+/// session of any remote ended or a player let go of a track, ``CacheBudget/keepWithin(sparing:)`` brings the cache down to its plan: played
+/// tracks first, as in a pull; tracks a player has open now are left for a later round.
 public final class ServeBudgetKeeper: Sendable {
     let budget: CacheBudget
     let sources: [OnDemand]
@@ -34,16 +34,16 @@ public final class ServeBudgetKeeper: Sendable {
         wake.signal()
     }
 
-    private var sessionsEnded: Int { sources.reduce(0) { $0 + $1.sessionsEnded } }
+    private var endings: Int { sources.reduce(0) { $0 + $1.endingsSoFar } }
 
     private func run() {
-        var seen = sessionsEnded
+        var seen = endings
         round()
         let seconds = max(0.01, Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
         while !stopped.load(ordering: .relaxed) {
             _ = wake.wait(timeout: .now() + seconds)
             if stopped.load(ordering: .relaxed) { return }
-            let now = sessionsEnded
+            let now = endings
             guard now != seen else { continue }
             seen = now
             round()
@@ -53,7 +53,9 @@ public final class ServeBudgetKeeper: Sendable {
     /// One check, and a reduction when the cache holds more than its budget.
     func round() {
         do {
-            guard let report = try budget.keepWithin(), !report.items.isEmpty else { return }
+            // Tracks a player has open are left as they are until it lets go (the next round after its fetches).
+            let inUse = Set(sources.flatMap { source in source.pathsInUse.map { RemotePath(remote: source.remote, path: $0) } })
+            guard let report = try budget.keepWithin(sparing: inUse), !report.items.isEmpty else { return }
             let limit = try budget.budget()
             logger.info("serve: the cache was over its budget of \(ByteSize.format(limit)): "
                 + "\(report.items.count) track(s) reduced, lowest priority first, \(ByteSize.format(report.freedBytes)) freed")
