@@ -1,4 +1,5 @@
 import CloudSyncCache
+import CloudSyncEngine
 import Foundation
 import TestSupport
 import Testing
@@ -263,6 +264,30 @@ import Testing
         #expect(pull.status == 0 && !pull.stderr.contains("deriving"), "stderr: \(pull.stderr)")
         #expect(try fixture.server.stats()["get"] == 0)
         try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
+    }
+
+    /// serve's keeper (`CacheBudget.keepWithin(sparing:)`): over the budget, the cache comes down to its plan —
+    /// but a track a player has open is left as it is, and the next call, once it let go, reduces that one too.
+    @Test func keepWithinSparesTheTracksAPlayerHasOpen() throws {
+        let fixture = try Fixture(seed: 88, files: Self.files(count: 6), cache: [#"max_size = "24MiB""#, #"min_free = "0""#],
+                                  pull: Self.pull)
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let cache = try Cache.open(root: fixture.env.cacheDir)
+        let budget = CacheBudget(cache: cache, settings: BudgetSettings(maxSize: 8 << 20, minFree: 0,
+                                                                       heads: HeadPolicy(audioBytes: 64 << 10)))
+        // Which track the plan reduces first: the one a player has open now.
+        let held = try cache.heldBytes()
+        let (plan, tracks) = try budget.plan()
+        let first = try #require(try budget.reduce(to: plan, tracks: tracks, dryRun: true).items.first, "held \(held) of a 8 MiB budget")
+        let open = RemotePath(remote: first.remote, path: first.path)
+        let spared = try #require(try budget.keepWithin(sparing: [open]))
+        #expect(!spared.items.contains { $0.path == open.path } && !spared.items.isEmpty, "\(spared.items)")
+        #expect(try Self.rows(fixture.env).first { $0["path"] as? String == open.path }?["state"] as? String == "cached")
+        let later = try #require(try budget.keepWithin())
+        #expect(later.items.map(\.path) == [open.path], "\(later.items)")
+        #expect(try cache.heldBytes() <= 8 << 20)
+        #expect(try budget.keepWithin() == nil)
     }
 
     /// A dry run prints the plan and fetches nothing; a lowered budget shrinks the cache at the next
