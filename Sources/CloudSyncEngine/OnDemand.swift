@@ -784,16 +784,17 @@ public final class TrackStream: Sendable {
 
     /// Ends this client's interest: its read-ahead is cancelled. Idempotent.
     public func close() {
-        let (session, fd) = state.withLock { s -> (FetchSession?, Int32) in
-            if s.closed { return (nil, -1) }
+        let (closing, session, fd) = state.withLock { s -> (Bool, FetchSession?, Int32) in
+            if s.closed { return (false, nil, -1) }
             s.closed = true
             defer { s.partialFD = -1; s.session = nil }
-            return (s.session, s.partialFD)
+            return (true, s.session, s.partialFD)
         }
         if fd >= 0 { Glibc.close(fd) }
         session?.remove(id)
         reader.close()
-        owner.streamClosed(file.path)
+        // Once per stream (close() is called again by deinit): the count of open streams is per path.
+        if closing { owner.streamClosed(file.path) }
     }
 
     /// Read-ahead for `demand`: twice what the client consumed in its run since it last needed a fetch, from

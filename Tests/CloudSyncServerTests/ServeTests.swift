@@ -75,6 +75,21 @@ import TestSupport
     }
 
     /// Two clients asking for the same missing track at once share one fetch: each byte leaves the origin once.
+    /// The tracks a client has open (which serve's budget leaves alone): each stream counts once, also when it is
+    /// closed twice (by its owner and again when it goes away), and the count of endings moves with each close.
+    @Test func openStreamsAreCountedOncePerStream() throws {
+        let f = try Fixture(files: ["a.mp3": Data(repeating: 1, count: 1000)])
+        let first = try f.onDemand.open(path: "a.mp3"), second = try f.onDemand.open(path: "a.mp3")
+        #expect(f.onDemand.pathsInUse == ["a.mp3"])
+        let before = f.onDemand.endingsSoFar
+        first.close()
+        first.close()
+        #expect(f.onDemand.pathsInUse == ["a.mp3"], "the second stream is still open")
+        second.close()
+        #expect(f.onDemand.pathsInUse.isEmpty)
+        #expect(f.onDemand.endingsSoFar == before + 2)
+    }
+
     @Test func missingTrackIsFetchedOnceForTwoClients() async throws {
         let data = sourceBytes(3 << 20, seed: 9)
         let f = try Fixture(files: ["song.mp3": data])
