@@ -288,21 +288,32 @@ extension TrackServer {
                 let next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
                                         timeout: options.stallTimeout)
                 if next.isEmpty {
-                    if neverCut, !stopped, !io.peerClosed() {
+                    // Empty: the client left (a skip, a seek: said at info), the server stops, or a stall.
+                    let left = stopped || io.peerClosed()
+                    if neverCut, !left {
                         logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout); waiting on at byte \(position), \(notCut)")
                         continue
                     }
-                    logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout) or the client left; closing the response")
+                    if left {
+                        logger.info("serve: \(remote):\(path): the client left at byte \(position) while it waited for bytes from the cloud")
+                    } else {
+                        logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout); closing the response")
+                    }
                     outcome.aborted = true
                     return outcome
                 }
                 let data = try read(source, next, io: io, timeout: options.stallTimeout)
                 if data.isEmpty {
-                    if neverCut, !stopped, !io.peerClosed() {
+                    let left = stopped || io.peerClosed()
+                    if neverCut, !left {
                         logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout); waiting on at byte \(position), \(notCut)")
                         continue
                     }
-                    logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout) or the client left; closing the response")
+                    if left {
+                        logger.info("serve: \(remote):\(path): the client left at byte \(position) while a damaged block was fetched again")
+                    } else {
+                        logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout); closing the response")
+                    }
                     outcome.aborted = true
                     return outcome
                 }
