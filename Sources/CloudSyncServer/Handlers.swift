@@ -283,37 +283,34 @@ extension TrackServer {
         // for such a client, not on every request.
         let notCut = neverCut ? "not cut, because mpd \(ClientQuirks.mpdVersion(client)?.map(String.init).joined(separator: ".") ?? "?") "
             + "freezes on a cut response (MPD issue #1727, fixed in 0.23.13)" : ""
+        /// Nothing arrived in `stallTimeout` (`stall` says what): true to wait on, for a client that freezes on a cut
+        /// and is still there; else the response ends, said as a stall, or at info when the client left meanwhile
+        /// (a skip, a seek) while `awaited`.
+        func waitsOn(_ stall: String, _ awaited: String) -> Bool {
+            let left = stopped || io.peerClosed()
+            if neverCut, !left {
+                logger.warning("serve: \(remote):\(path): \(stall); waiting on at byte \(position), \(notCut)")
+                return true
+            }
+            if left {
+                logger.info("serve: \(remote):\(path): the client left at byte \(position) while \(awaited)")
+            } else {
+                logger.warning("serve: \(remote):\(path): \(stall); closing the response")
+            }
+            return false
+        }
         while position < body.upperBound {
             do {
                 let next = try waitForBytes(source, io: io, from: position, limit: min(body.upperBound, saturatingAdd(position, Self.sendBlock)),
                                         timeout: options.stallTimeout)
                 if next.isEmpty {
-                    // Empty: the client left (a skip, a seek: said at info), the server stops, or a stall.
-                    let left = stopped || io.peerClosed()
-                    if neverCut, !left {
-                        logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout); waiting on at byte \(position), \(notCut)")
-                        continue
-                    }
-                    if left {
-                        logger.info("serve: \(remote):\(path): the client left at byte \(position) while it waited for bytes from the cloud")
-                    } else {
-                        logger.warning("serve: \(remote):\(path): no bytes from the cloud for \(options.stallTimeout); closing the response")
-                    }
+                    if waitsOn("no bytes from the cloud for \(options.stallTimeout)", "it waited for bytes from the cloud") { continue }
                     outcome.aborted = true
                     return outcome
                 }
                 let data = try read(source, next, io: io, timeout: options.stallTimeout)
                 if data.isEmpty {
-                    let left = stopped || io.peerClosed()
-                    if neverCut, !left {
-                        logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout); waiting on at byte \(position), \(notCut)")
-                        continue
-                    }
-                    if left {
-                        logger.info("serve: \(remote):\(path): the client left at byte \(position) while a damaged block was fetched again")
-                    } else {
-                        logger.warning("serve: \(remote):\(path): a damaged block was not fetched again within \(options.stallTimeout); closing the response")
-                    }
+                    if waitsOn("a damaged block was not fetched again within \(options.stallTimeout)", "a damaged block was fetched again") { continue }
                     outcome.aborted = true
                     return outcome
                 }
