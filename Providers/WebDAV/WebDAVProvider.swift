@@ -274,6 +274,9 @@ public final class WebDAVProvider: Provider {
                                  status: status, headers: response.headers)
         switch status {
         case 207: return nil
+        case 200..<300 where response.head.isHTMLPage:
+            return answer.error(.invalidResponse, "an HTML page came where a 207 Multi-Status was due: \(HTTPResponseHead.strangerAdvice); "
+                + "else check that url points at a WebDAV collection")
         case 200..<300:
             return answer.error(.invalidResponse, "a 207 Multi-Status was due; check that url points at a WebDAV collection")
         case 401 where !sentCredentials:

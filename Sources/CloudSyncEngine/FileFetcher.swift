@@ -208,8 +208,11 @@ struct JobSink: ByteSink {
     func acceptsBytes() -> Bool { job.writer.acceptsBytes }
 
     /// An answer naming another version than the one whose bytes the entry holds writes nothing: the fetcher
-    /// sees its head and restarts the file (``FileFetcher`` `checkSameFile`), so `serve` never reads a mix.
-    func acceptsVersion(_ head: HTTPResponseHead) -> Bool {
+    /// sees its head and restarts the file, or stops if its size is not the listed one (``FileFetcher``
+    /// `checkSameFile`), so `serve` never reads a mix and a stranger's answer (a network's login page) never
+    /// lands in the entry.
+    func acceptsVersion(_ head: HTTPResponseHead, totalSize: Int64?) -> Bool {
+        if let totalSize, totalSize != job.file.size { return false }
         guard let known = job.etag, let now = head.headers["ETag"] else { return true }
         return EntityTag.sameVersion(known, now) != false
     }
@@ -441,8 +444,7 @@ struct FileFetcher: Sendable {
                 return status == 206 && !outcome.rangeIgnored
             case 416:
                 if let total = outcome.totalSize, total != job.file.size {
-                    guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }
-                    throw ProviderError(.invalidResponse, "\(job.file.path) changed size on the server during download (\(total) bytes now, \(job.file.size) listed); the next pull will fetch the new version")
+                    throw Self.otherSize(job, total, outcome.head)
                 }
                 throw ProviderError(.invalidResponse, "the server refused the byte range \(chunk.lowerBound)-\(chunk.upperBound - 1) of \(job.file.path) (416)")
             case _ where [401, 403, 404, 410].contains(status) && (!refusedOnce || job.linkExpired(version)):
@@ -459,16 +461,17 @@ struct FileFetcher: Sendable {
         }
     }
 
-    /// Detects a file that changed between requests: a new validator or size. Its bytes are dropped and the
-    /// download restarts from 0, so versions never mix. Throws `SegmentStopped` when another stream already
-    /// restarted the file (this transfer's bytes were dropped or refused).
+    /// Detects a file that changed between requests. A new validator of the listed size: its bytes are dropped
+    /// and the download restarts from 0, so versions never mix. Another size: the fetch stops and the cached
+    /// bytes stay, since this job cannot fetch a version of another size (the next listing does) and the answer
+    /// may not be the file at all. Throws `SegmentStopped` when another stream already restarted the file (this
+    /// transfer's bytes were dropped or refused).
     private func checkSameFile(_ job: FileJob, outcome: DownloadOutcome, generation: Int) throws {
         let responseETag = outcome.head.headers["ETag"]
         let (known, current) = job.withState { ($0.etag, $0.generation) }
         guard current == generation else { throw SegmentStopped.superseded }
         if let total = outcome.totalSize, total != job.file.size {
-            guard try job.restart(etag: nil, from: generation) else { throw SegmentStopped.superseded }
-            throw ProviderError(.invalidResponse, "\(job.file.path) is \(total) bytes on the server but was listed with \(job.file.size): it changed since it was listed; the next pull fetches the new version")
+            throw Self.otherSize(job, total, outcome.head)
         }
         if let known, let now = responseETag, EntityTag.sameVersion(known, now) == false {
             guard try job.restart(etag: now, from: generation) else { throw SegmentStopped.superseded }
@@ -484,6 +487,20 @@ struct FileFetcher: Sendable {
                 }
             }
         }
+    }
+
+    /// An answer of `total` bytes where the listing has another size: the file changed since it was listed, or
+    /// something answered in the cloud's place — a network's login page, a proxy's error page — which an HTML
+    /// answer to a request for audio makes the likelier. Its cached bytes are kept either way
+    /// (``JobSink/acceptsVersion(_:totalSize:)`` wrote none of the answer).
+    static func otherSize(_ job: FileJob, _ total: Int64, _ head: HTTPResponseHead) -> ProviderError {
+        let type = head.headers["Content-Type"].map { "\($0.split(separator: ";").first.map(String.init) ?? $0), " } ?? ""
+        let host = head.url.host.map { " from \($0)" } ?? ""
+        let changed = "the file changed since it was listed (the next pull fetches the new version)"
+        let stranger = HTTPResponseHead.strangerAdvice
+        return ProviderError(.invalidResponse, "\(job.file.path): the answer\(host) (HTTP \(head.status), \(type)\(total) bytes) is not the listed "
+            + "file of \(job.file.size) bytes: " + (head.isHTMLPage ? "\(stranger); or \(changed)" : "\(changed); or \(stranger)")
+            + ". The bytes cached so far are kept", status: head.status)
     }
 
     /// The file's link and its version. Resolved once for all of the file's streams: when there is none or it

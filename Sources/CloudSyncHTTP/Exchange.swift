@@ -112,7 +112,7 @@ final class Exchange: @unchecked Sendable {
     private var deliveredStart: Int64 = 0
     private var rangeIgnored = false
     /// The transfer was ended after the head, on purpose: a 200 to a ranged request with `.stop`, or an answer
-    /// the sink refused (``ByteSink/acceptsVersion(_:)``).
+    /// the sink refused (``ByteSink/acceptsVersion(_:totalSize:)``).
     private var stoppedAtHead = false
     private var totalSize: Int64?
     /// Body bytes of a `.sink` download gathered for one write (``ByteSink/writeBatchBytes``), allocated on the
@@ -325,7 +325,7 @@ final class Exchange: @unchecked Sendable {
                 }
                 totalSize = cr.total
                 deliveredStart = got.lowerBound
-                guard sink.acceptsVersion(HTTPResponseHead(status: status, headers: headers, url: url)) else {
+                guard sink.acceptsVersion(HTTPResponseHead(status: status, headers: headers, url: url), totalSize: totalSize) else {
                     stoppedAtHead = true
                     return
                 }
@@ -338,7 +338,7 @@ final class Exchange: @unchecked Sendable {
                     totalSize = length
                 }
                 if rangeIgnored && whenRangeIgnored == .stop
-                    || !sink.acceptsVersion(HTTPResponseHead(status: status, headers: headers, url: url)) {
+                    || !sink.acceptsVersion(HTTPResponseHead(status: status, headers: headers, url: url), totalSize: totalSize) {
                     stoppedAtHead = true
                     return
                 }
@@ -489,7 +489,8 @@ final class Exchange: @unchecked Sendable {
             return ProviderError(.configuration, "cannot use the URL for \(host): \(detail); check the remote's URL settings", cause: cause)
         case CURLE_PEER_FAILED_VERIFICATION:
             return ProviderError(.configuration, "TLS with \(host) failed: \(detail); check the URL, the system CA certificates (ca-certificates) "
-                + "and the clock; a server with a certificate of its own (a NAS at home) is trusted with its CA certificate as the remote's ca_file",
+                + "and the clock; a server with a certificate of its own (a NAS at home) is trusted with its CA certificate as the remote's ca_file; "
+                + "on a network that asks you to log in (a hotel's, a train's), its login page answers in the server's place until you do",
                 cause: cause)
         case CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
             return ProviderError(.configuration, "TLS with \(host) failed: \(detail); check the URL, the system CA certificates (ca-certificates) and the clock", cause: cause)

@@ -71,6 +71,18 @@ public struct HTTPResponseHead: Sendable {
     }
 }
 
+extension HTTPResponseHead {
+    /// Whether the answer is an HTML page: what a network's login page (a captive portal) or a proxy sends in the
+    /// cloud's place, never an API's JSON, a WebDAV listing or a track.
+    public var isHTMLPage: Bool {
+        headers["Content-Type"].map { ASCII.hasPrefixIgnoringCase($0, "text/html") } ?? false
+    }
+
+    /// The advice for an answer that may not come from the cloud at all.
+    public static let strangerAdvice = "something else may have answered in the cloud's place — a network's login page "
+        + "(a hotel's, a train's: log in to it in a browser first) or a proxy"
+}
+
 /// A whole, small response (API calls, error bodies).
 public struct HTTPResponse: Sendable {
     public var head: HTTPResponseHead
@@ -103,13 +115,14 @@ public protocol ByteSink: Sendable {
     var slot: TransferSlot? { get }
     /// Called on the transport thread once the final head of a 200 or 206 is in, before any body byte: false
     /// ends the exchange there, nothing written (the outcome has the head and an empty `delivered`). A sink
-    /// holding bytes of one version of a file refuses an answer that names another (a new `ETag`), so the two
-    /// never meet in it, not even until the caller sees the head.
-    func acceptsVersion(_ head: HTTPResponseHead) -> Bool
+    /// holding bytes of one version of a file refuses an answer that names another (a new `ETag`, or a
+    /// `totalSize` — the 206's `Content-Range` total, the 200's `Content-Length` — other than the file's), so
+    /// the two never meet in it, not even until the caller sees the head.
+    func acceptsVersion(_ head: HTTPResponseHead, totalSize: Int64?) -> Bool
 }
 
 extension ByteSink {
-    public func acceptsVersion(_ head: HTTPResponseHead) -> Bool { true }
+    public func acceptsVersion(_ head: HTTPResponseHead, totalSize: Int64?) -> Bool { true }
     public func acceptsBytes() -> Bool { true }
     public var writeBatchBytes: Int { 0 }
     public var slot: TransferSlot? { nil }

@@ -91,6 +91,29 @@ import Testing
         try fixture.env.expectTracksEqual(fixture.library)
     }
 
+    /// Something answers in the cloud's place halfway through a file (a network's login page: 200 text/html to
+    /// every GET, as captive portals and proxies send): the file fails naming that, no byte of the page lands in
+    /// the cache and the bytes fetched before stay; back on the real network the next pull goes on from them.
+    @Test func aLoginPageInTheCloudsPlaceKeepsTheCachedBytes() throws {
+        let fixture = try Fixture(seed: 8, files: [("Album/long.flac", 1_000_000)],
+                                  faults: #"[{"kind": "portal", "from": 262144, "count": -1}]"#,
+                                  pull: [#"chunk_size = "256KiB""#])
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--retries", "1"])
+        #expect(r.status == 1, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("Album/long.flac") && r.stderr.contains("login page") && r.stderr.contains("text/html"),
+                "stderr: \(r.stderr)")
+        let kept = try fixture.env.cachedBytes()
+        #expect(kept >= 262_144, "the bytes fetched before the login page answered were dropped")
+        try fixture.server.setFaults("[]")
+        try fixture.server.reset()
+        let again = try fixture.env.run(["pull"])
+        #expect(again.status == 0, "stderr: \(again.stderr)")
+        try fixture.env.expectTracksEqual(fixture.library)
+        let starts = try fixture.server.log().map(\.rangeStart)
+        #expect(!starts.isEmpty && starts.allSatisfy { $0 >= kept }, "the next pull fetched again from \(starts)")
+    }
+
     /// 401 once from the content host: the download is resolved again and continues.
     @Test func unauthorizedOnceIsResolvedAgain() throws {
         let fixture = try Fixture(seed: 6, files: Array(Self.files.prefix(3)),

@@ -17,8 +17,8 @@ final class MemorySink: ByteSink {
     private let failAfter: Int?
     let writeBatchBytes: Int
 
-    /// Heads offered to ``acceptsVersion(_:)``, and whether it takes them.
-    private let heads = Mutex<[HTTPResponseHead]>([])
+    /// Heads offered to ``acceptsVersion(_:totalSize:)``, with the size each names.
+    private let heads = Mutex<[(head: HTTPResponseHead, totalSize: Int64?)]>([])
     private let refusesVersions: Bool
 
     init(failAfter: Int? = nil, batch: Int = 0, refusesVersions: Bool = false) {
@@ -27,13 +27,16 @@ final class MemorySink: ByteSink {
         self.refusesVersions = refusesVersions
     }
 
-    func acceptsVersion(_ head: HTTPResponseHead) -> Bool {
-        heads.withLock { $0.append(head) }
+    func acceptsVersion(_ head: HTTPResponseHead, totalSize: Int64?) -> Bool {
+        heads.withLock { $0.append((head, totalSize)) }
         return !refusesVersions
     }
 
-    /// The statuses of the heads offered to ``acceptsVersion(_:)``.
-    var offered: [Int] { heads.withLock { $0.map(\.status) } }
+    /// The statuses of the heads offered to ``acceptsVersion(_:totalSize:)``.
+    var offered: [Int] { heads.withLock { $0.map(\.head.status) } }
+
+    /// The total sizes those heads named.
+    var offeredSizes: [Int64?] { heads.withLock { $0.map(\.totalSize) } }
 
     /// The size of each write, in order.
     var sizes: [Int] { writes.withLock { $0.map(\.1.count) } }

@@ -283,6 +283,22 @@ struct StatusTableTests {
         #expect(busy.standard?.message.hasSuffix("Box is throttling requests; cloudsync waits 9 s (Retry-After) and retries") == true)
     }
 
+    @Test("an HTML page where JSON was due names a network's login page; other bodies say where decoding failed")
+    func htmlInsteadOfJSON() throws {
+        struct Listing: Decodable { let entries: [String] }
+        let url = try #require(URL(string: "https://api.box.example/2/list?access_token=secret"))
+        let page = HTTPResponse(head: HTTPResponseHead(status: 200, headers: ["Content-Type": "Text/HTML; charset=utf-8"], url: url),
+                                body: Data("<html><body>Log in to use this network</body></html>".utf8))
+        let error = try #require(throws: ProviderError.self) { try APIClient.decode(Listing.self, from: page, what: "Box answered the list") }
+        #expect(error.code == .invalidResponse && error.status == 200)
+        #expect(error.message.hasPrefix("Box answered the list: https://api.box.example/2/list answered an HTML page, not the documented JSON: "))
+        #expect(error.message.contains("login page") && !error.message.contains("secret"))
+        let json = HTTPResponse(head: HTTPResponseHead(status: 200, headers: ["Content-Type": "application/json"], url: url),
+                                body: Data(#"{"entries": 3}"#.utf8))
+        let other = try #require(throws: ProviderError.self) { try APIClient.decode(Listing.self, from: json, what: "Box answered the list") }
+        #expect(other.message.contains("(bad value at entries)") && !other.message.contains("login page"))
+    }
+
     @Test("a provider's body rule keeps the status, the wait and the table's advice unless it words its own")
     func providerExtension() throws {
         let answer = ErrorAnswer(provider: "Box", remote: "b", call: "Box GET /x", status: 403, headers: ["Retry-After": "4"],

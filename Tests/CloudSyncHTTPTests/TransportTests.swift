@@ -115,18 +115,19 @@ struct TransportTests {
         #expect(ranged.assembled(1000..<2000) == served(200000, from: 1000).prefix(1000))
     }
 
-    /// A sink that refuses the answer's version (`ByteSink.acceptsVersion`, a new ETag for a cache entry) gets
-    /// no byte of it, 206 or 200 alike, and is asked once per answer; the transport stays usable.
+    /// A sink that refuses the answer's version (`ByteSink.acceptsVersion`, a new ETag or size for a cache entry)
+    /// gets no byte of it, 206 or 200 alike, and is asked once per answer with the size the answer names (the
+    /// 206's `Content-Range` total, the 200's `Content-Length`); the transport stays usable.
     @Test func aRefusedVersionWritesNothing() async throws {
         let server = try await faultServer()
         let ranged = MemorySink(refusesVersions: true)
         let part = try await transport.download(HTTPRequest(url: server.url("/data/200000")), range: 1000...1999, ifRange: nil, into: ranged)
         #expect(part.head.status == 206 && part.delivered.isEmpty && !part.rangeIgnored)
-        #expect(ranged.count == 0 && ranged.offered == [206])
+        #expect(ranged.count == 0 && ranged.offered == [206] && ranged.offeredSizes == [200000])
         let ignored = MemorySink(refusesVersions: true)
         let whole = try await transport.download(HTTPRequest(url: server.url("/norange/200000")), range: 150000...159999, ifRange: nil, into: ignored)
         #expect(whole.head.status == 200 && whole.delivered.isEmpty && whole.rangeIgnored)
-        #expect(ignored.count == 0 && ignored.offered == [200])
+        #expect(ignored.count == 0 && ignored.offered == [200] && ignored.offeredSizes == [200000])
         let taken = MemorySink()
         let ok = try await transport.download(HTTPRequest(url: server.url("/data/200000")), range: 1000...1999, ifRange: nil, into: taken)
         #expect(ok.head.status == 206 && taken.offered == [206])

@@ -22,6 +22,8 @@ starts at or after this byte (omitted: any GET), "kind": ...} where kind is
   "ignore_range"  answer 200 with the whole body whatever Range says
   "wrong_range"   answer 206 whose Content-Range is shifted by `shift` bytes (body of the requested size)
   "mutate"        serve this answer normally, then replace the file: every byte XOR 0x5A (size kept)
+  "portal"        answer 200 text/html with a short login page (and its own ETag), as a captive portal or a
+                  proxy does in the server's place
   "ignore_if_range"  serve the requested range even when If-Range no longer matches
   "propfind_status"  (PROPFIND of a folder whose path matches) answer `status` instead of the listing
   "only"          the server holds only `ranges` of the file (a list of [start, end) byte offsets): a GET
@@ -248,6 +250,10 @@ class Handler(BaseHTTPRequestHandler):
             if status == 401:
                 headers.append(("WWW-Authenticate", 'Basic realm="files_fake"'))
             return self.send(status, b"fault injected by files_fake", headers)
+        if kind == "portal":
+            entry["status"] = 200
+            page = b"<html><body><h1>Welcome</h1><p>Log in to use this network.</p></body></html>"
+            return self.send(200, page, [("Content-Type", "text/html; charset=utf-8"), ("ETag", etag_of(page))])
         if kind == "redirect":
             status = fault.get("status", 302)
             entry["status"] = status

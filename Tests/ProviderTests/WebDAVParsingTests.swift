@@ -233,6 +233,17 @@ struct WebDAVUnitTests {
         }
     }
 
+    @Test("an HTML page where a listing was due names a network's login page")
+    func htmlInsteadOfMultistatus() throws {
+        let url = try #require(URL(string: "http://nas.local/dav/"))
+        let page = HTTPResponseHead(status: 200, headers: ["Content-Type": "text/html"], url: url)
+        let error = try #require(WebDAVProvider.classify(HTTPResponse(head: page, body: Data()), host: "nas.local", remoteName: "music"))
+        #expect(error.code == .invalidResponse)
+        #expect(error.message.contains("an HTML page came where a 207 Multi-Status was due") && error.message.contains("login page"))
+        let plain = HTTPResponseHead(status: 200, headers: ["Content-Type": "text/plain"], url: url)
+        let other = try #require(WebDAVProvider.classify(HTTPResponse(head: plain, body: Data()), host: "nas.local", remoteName: "music"))
+        #expect(other.message.hasSuffix("a 207 Multi-Status was due; check that url points at a WebDAV collection"))
+    }
 
     @Test("resolveDownload builds the encoded resource URL with auth and never calls the network")
     func resolveDownload() async throws {

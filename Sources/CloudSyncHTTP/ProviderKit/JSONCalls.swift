@@ -31,9 +31,13 @@ extension APIClient {
     /// without its query, where decoding failed (`bad value at items.0.size`, `not JSON`) and what to check; the
     /// decoding error is the cause.
     public static func undecodable(_ error: any Error, response: HTTPResponse, what: String) -> ProviderError {
-        ProviderError(.invalidResponse,
-                      "\(what): \(redactedURL(response.head.url)) answered a body that is not the documented JSON (\(describe(error))); check api_url, and report it if it persists",
-                      status: response.status, cause: error)
+        if response.head.isHTMLPage {
+            return ProviderError(.invalidResponse, "\(what): \(redactedURL(response.head.url)) answered an HTML page, not the documented JSON: "
+                + "\(HTTPResponseHead.strangerAdvice); else check api_url", status: response.status, cause: error)
+        }
+        return ProviderError(.invalidResponse,
+                             "\(what): \(redactedURL(response.head.url)) answered a body that is not the documented JSON (\(describe(error))); check api_url, and report it if it persists",
+                             status: response.status, cause: error)
     }
 
     /// Where a `DecodingError` failed, without echoing the body.
