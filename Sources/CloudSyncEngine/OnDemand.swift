@@ -84,6 +84,11 @@ public final class OnDemand: Sendable {
     let options: OnDemandOptions
     let logger: Logger
     private let sessions = Mutex<[String: FetchSession]>([:])
+    /// Paths whose retired session's writer is closing (its lock is released when that ends): a new session for
+    /// one waits for it rather than take it for another process's writer.
+    private let closing = Mutex<[String: Int]>([:])
+    /// Writers of retired sessions closed so far (any path).
+    private let retiredWritersClosed = Atomic<Int>(0)
     private let nextID = Atomic<UInt64>(1)
     private let offline = Mutex<Offline?>(nil)
     /// Runs every task of this object (fetch sessions, their GETs, the offline probe): see ``DedicatedExecutor``.
@@ -262,8 +267,23 @@ public final class OnDemand: Sendable {
     }
 
     /// The open session of `path` with `demand` registered, a new one, or nil when another process holds the
-    /// entry's writer lock.
+    /// entry's writer lock. A session of this process that retired a moment ago (its window was fetched, and
+    /// the client read on into the next hole) is waited for while its writer lets go: that is milliseconds,
+    /// whereas taking it for another process's writer would hold the client up for a takeover interval.
     func session(for path: String, file: RemoteFile, demand: Demand) throws -> FetchSession? {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let closedBefore = retiredWritersClosed.load(ordering: .acquiring)
+            if let session = try newOrExistingSession(for: path, file: file, demand: demand) { return session }
+            // Busy. Ours if a retired session of the path is letting go now, or one let go since the attempt began:
+            // try again.
+            let ours = closing.withLock { $0[path] != nil } || retiredWritersClosed.load(ordering: .acquiring) != closedBefore
+            guard ours, ContinuousClock.now < deadline else { return nil }
+            usleep(500)
+        }
+    }
+
+    private func newOrExistingSession(for path: String, file: RemoteFile, demand: Demand) throws -> FetchSession? {
         try sessions.withLock { (map: inout [String: FetchSession]) throws -> FetchSession? in
             if let existing = map[path], existing.add(demand) { return existing }
             let writer: EntryWriter
@@ -288,13 +308,20 @@ public final class OnDemand: Sendable {
 
     /// Removes `session` and releases its writer lock if it has nothing left to fetch.
     func retireIfIdle(_ session: FetchSession) {
+        let path = session.job.file.path
         let retired = sessions.withLock { map -> Bool in
             guard session.markClosedIfIdle() else { return false }
-            if map[session.job.file.path] === session { map[session.job.file.path] = nil }
+            if map[path] === session { map[path] = nil }
+            closing.withLock { $0[path, default: 0] += 1 }
             return true
         }
         if retired {
             session.job.writer.close()
+            retiredWritersClosed.add(1, ordering: .releasing)
+            closing.withLock { counts in
+                let left = (counts[path] ?? 1) - 1
+                counts[path] = left > 0 ? left : nil
+            }
             endings.add(1, ordering: .relaxed)
         }
     }
@@ -614,6 +641,9 @@ public final class TrackStream: Sendable {
         var runStart: Int64 = 0
         var indexView = ByteRanges()
         var indexReadAt: ContinuousClock.Instant?
+        /// When the last attach found the entry written by another process: the next try waits for
+        /// ``OnDemandOptions/takeoverInterval``. Nil when it got a session (one that retired once its window was
+        /// fetched is replaced at once when the client reads on into a hole).
         var lastTakeover: ContinuousClock.Instant?
         var closed = false
         /// ``OnDemand/versionChanges(of:)`` when the current request began: a change since means the bytes
@@ -823,16 +853,17 @@ public final class TrackStream: Sendable {
     private func attachSession(_ demand: Demand) throws {
         if let current = state.withLock({ $0.session }), current.add(demand) { return }
         state.withLock { s in
-            s.lastTakeover = .now
             // The client needs a fetch from here on: its read-ahead grows from this point.
             if s.session == nil { s.runStart = demand.position }
         }
         var fresh = demand
         fresh.window = owner.options.blockSize
         guard let session = try owner.session(for: file.path, file: file, demand: fresh) else {
+            state.withLock { $0.lastTakeover = .now }
             owner.logger.debug("serve: \(remote):\(file.path) is being written by another process; waiting for its checkpoints")
             return
         }
+        state.withLock { $0.lastTakeover = nil }
         let fd = open(session.job.writer.partialURL.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         let (stale, old, closed) = state.withLock { s -> (Int32, FetchSession?, Bool) in
             let stale = s.partialFD
