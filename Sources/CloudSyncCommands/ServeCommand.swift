@@ -45,11 +45,12 @@ struct ServeCommand {
                 context.logger.warning("\(remote.name): \(CommandLineTool.message(of: error)); serving its cached bytes only")
             }
         }
+        let openTracks = OpenTracks()
         let server = TrackServer(cache: cache, sources: sources, unavailable: unavailable, options: options,
-                                 logger: context.logger)
+                                 openTracks: openTracks, logger: context.logger)
         let bound = try server.start()
         // What players fetch stays within cache.max_size and cache.min_free, as a pull keeps it.
-        let keeper = ServeBudgetKeeper(budget: setup.budget(config, cache: cache), sources: Array(sources.values),
+        let keeper = ServeBudgetKeeper(budget: setup.budget(config, cache: cache), sources: Array(sources.values), openTracks: openTracks,
                                        logger: context.logger)
         keeper.start()
         defer { keeper.stop() }

@@ -132,24 +132,8 @@ public final class OnDemand: Sendable {
     /// Throws `CacheError(.notFound)` for a path the index does not know.
     public func open(path: String) throws -> TrackStream {
         let reader = try cache.openReader(remote: remote, path: path)
-        openStreams.withLock { $0[path, default: 0] += 1 }
         return TrackStream(owner: self, reader: reader, id: nextID.add(1, ordering: .relaxed).oldValue)
     }
-
-    /// Streams open per path: a client is reading these tracks now, so the budget leaves them as they are
-    /// (``ServeBudgetKeeper``); shrinking one under a player would make it fetch those bytes again, or stall.
-    private let openStreams = Mutex<[String: Int]>([:])
-
-    func streamClosed(_ path: String) {
-        openStreams.withLock { counts in
-            let left = (counts[path] ?? 1) - 1
-            counts[path] = left > 0 ? left : nil
-        }
-        endings.add(1, ordering: .relaxed)
-    }
-
-    /// The paths a client has open now.
-    public var pathsInUse: Set<String> { openStreams.withLock { Set($0.keys) } }
 
     /// How many times each path's fetch met another version of it on the server than the one being fetched
     /// (its bytes were then dropped and the new version fetched): a stream that served bytes before such a
@@ -326,8 +310,8 @@ public final class OnDemand: Sendable {
         }
     }
 
-    /// Fetch sessions ended and streams closed so far: it moves when this object may have added bytes to the
-    /// cache or let go of a track (``ServeBudgetKeeper``).
+    /// Fetch sessions ended so far: it moves when this object may have added bytes to the cache
+    /// (``ServeBudgetKeeper``).
     public var endingsSoFar: Int { endings.load(ordering: .relaxed) }
     private let endings = Atomic<Int>(0)
 }
@@ -814,17 +798,15 @@ public final class TrackStream: Sendable {
 
     /// Ends this client's interest: its read-ahead is cancelled. Idempotent.
     public func close() {
-        let (closing, session, fd) = state.withLock { s -> (Bool, FetchSession?, Int32) in
-            if s.closed { return (false, nil, -1) }
+        let (session, fd) = state.withLock { s -> (FetchSession?, Int32) in
+            if s.closed { return (nil, -1) }
             s.closed = true
             defer { s.partialFD = -1; s.session = nil }
-            return (true, s.session, s.partialFD)
+            return (s.session, s.partialFD)
         }
         if fd >= 0 { Glibc.close(fd) }
         session?.remove(id)
         reader.close()
-        // Once per stream (close() is called again by deinit): the count of open streams is per path.
-        if closing { owner.streamClosed(file.path) }
     }
 
     /// Read-ahead for `demand`: twice what the client consumed in its run since it last needed a fetch, from

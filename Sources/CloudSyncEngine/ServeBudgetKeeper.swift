@@ -7,19 +7,23 @@ import Synchronization
 /// played through it between pulls — or never pulled — would otherwise grow the cache past `cache.max_size` and
 /// `cache.min_free` until the disk is full. On a thread of its own (the work is SQLite and file trimming, never
 /// on a cooperative or a network thread), once at start and then every `interval` after an on-demand fetch
-/// session of any remote ended or a player let go of a track, ``CacheBudget/keepWithin(sparing:)`` brings the cache down to its plan: played
-/// tracks first, as in a pull; tracks a player has open now are left for a later round.
+/// session of any remote ended or a player let go of a track, ``CacheBudget/keepWithin(sparing:)`` brings the
+/// cache down to its plan: played tracks first, as in a pull; tracks a player has open now (``OpenTracks``)
+/// are left for a later round.
 public final class ServeBudgetKeeper: Sendable {
     let budget: CacheBudget
     let sources: [OnDemand]
+    let openTracks: OpenTracks
     let interval: Duration
     let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = Atomic<Bool>(false)
 
-    public init(budget: CacheBudget, sources: [OnDemand], interval: Duration = .seconds(5), logger: Logger = .silent) {
+    public init(budget: CacheBudget, sources: [OnDemand], openTracks: OpenTracks, interval: Duration = .seconds(5),
+                logger: Logger = .silent) {
         self.budget = budget
         self.sources = sources
+        self.openTracks = openTracks
         self.interval = interval
         self.logger = logger
     }
@@ -34,7 +38,7 @@ public final class ServeBudgetKeeper: Sendable {
         wake.signal()
     }
 
-    private var endings: Int { sources.reduce(0) { $0 + $1.endingsSoFar } }
+    private var endings: Int { sources.reduce(openTracks.closesSoFar) { $0 + $1.endingsSoFar } }
 
     private func run() {
         var seen = endings
@@ -54,8 +58,7 @@ public final class ServeBudgetKeeper: Sendable {
     func round() {
         do {
             // Tracks a player has open are left as they are until it lets go (the next round after its fetches).
-            let inUse = Set(sources.flatMap { source in source.pathsInUse.map { RemotePath(remote: source.remote, path: $0) } })
-            guard let report = try budget.keepWithin(sparing: inUse), !report.items.isEmpty else { return }
+            guard let report = try budget.keepWithin(sparing: openTracks.tracks), !report.items.isEmpty else { return }
             let limit = try budget.budget()
             logger.info("serve: the cache was over its budget of \(ByteSize.format(limit)): "
                 + "\(report.items.count) track(s) reduced, lowest priority first, \(ByteSize.format(report.freedBytes)) freed")

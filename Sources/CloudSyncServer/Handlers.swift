@@ -218,20 +218,17 @@ extension TrackServer {
         // A source for this track: the connection's (read-ahead continues), or a new one.
         let key = "\(remote)\u{0}\(path)\u{0}\(TrackMetadata.etag(for: file))"
         if state.key != key {
-            state.stream?.close()
-            state.stream = nil
-            state.key = nil
+            state.closeStream()
             do {
                 state.stream = try openSource(remote: remote, path: path)
+                state.claim = openTracks.open(RemotePath(remote: remote, path: path))
                 state.key = key
             } catch {
                 return failure(io, head, error, context: "\(remote):\(path)")
             }
         }
         guard let source = state.stream, source.file.fingerprint == file.fingerprint else {
-            state.stream?.close()
-            state.stream = nil
-            state.key = nil
+            state.closeStream()
             return respond(io, head, status: 503, text: "the track changed while opening it; try again", extra: [("Retry-After", "1")])
         }
         // Wait for the first byte before answering, so a failing fetch still gets a proper status.

@@ -89,6 +89,8 @@ public final class TrackServer: Sendable {
     let sources: [String: OnDemand]
     /// Remotes whose provider could not be built, with why (their cached bytes are still served).
     let unavailable: [String: String]
+    /// The tracks connections have open now (serve's budget spares them).
+    public let openTracks: OpenTracks
     let logger: Logger
 
     private let listener: Mutex<ListeningSocket?> = Mutex(nil)
@@ -98,10 +100,11 @@ public final class TrackServer: Sendable {
     private let boundPort = Atomic<Int>(0)
 
     public init(cache: Cache, sources: [String: OnDemand], unavailable: [String: String] = [:],
-                options: ServerOptions = ServerOptions(), logger: Logger = .silent) {
+                options: ServerOptions = ServerOptions(), openTracks: OpenTracks = OpenTracks(), logger: Logger = .silent) {
         self.cache = cache
         self.sources = sources
         self.unavailable = unavailable
+        self.openTracks = openTracks
         self.options = options
         self.logger = logger
     }
@@ -183,7 +186,7 @@ public final class TrackServer: Sendable {
         let io = ConnectionIO(fd: fd)
         io.configure(sendTimeout: options.sendTimeout)
         var session = ConnectionState(baseURL: io.localBaseURL() ?? boundURL)
-        defer { session.stream?.close() }
+        defer { session.closeStream() }
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
         while !stopped {
@@ -263,8 +266,19 @@ struct ConnectionState {
     var baseURL: String
     var stream: (any ByteSource)?
     var key: String?
+    /// The hold on `stream`'s track (``OpenTracks``).
+    var claim: OpenTrack?
     /// The track whose play was recorded on this connection (once per track and connection).
     var playedKey: String?
+
+    /// Closes the stream, if any, and lets go of its track.
+    mutating func closeStream() {
+        stream?.close()
+        claim?.release()
+        stream = nil
+        claim = nil
+        key = nil
+    }
 }
 
 /// How a response ended.

@@ -74,22 +74,41 @@ import TestSupport
         #expect(try await eventually { try f.cache.entry(remote: "music", path: "A/partial.flac")?.state == .complete })
     }
 
-    /// Two clients asking for the same missing track at once share one fetch: each byte leaves the origin once.
-    /// The tracks a client has open (which serve's budget leaves alone): each stream counts once, also when it is
-    /// closed twice (by its owner and again when it goes away), and the count of endings moves with each close.
-    @Test func openStreamsAreCountedOncePerStream() throws {
-        let f = try Fixture(files: ["a.mp3": Data(repeating: 1, count: 1000)])
-        let first = try f.onDemand.open(path: "a.mp3"), second = try f.onDemand.open(path: "a.mp3")
-        #expect(f.onDemand.pathsInUse == ["a.mp3"])
-        let before = f.onDemand.endingsSoFar
-        first.close()
-        first.close()
-        #expect(f.onDemand.pathsInUse == ["a.mp3"], "the second stream is still open")
-        second.close()
-        #expect(f.onDemand.pathsInUse.isEmpty)
-        #expect(f.onDemand.endingsSoFar == before + 2)
+    /// The tracks clients have open (which serve's budget leaves alone, ``OpenTracks``): counted per connection
+    /// until it lets go — it asks for another track, or closes — whatever serves them: a remote serve fetches for,
+    /// and one served from the cache only (before, only the first was counted, so the budget could shrink a
+    /// cached-only track under its player, which then got an error). A claim counts once, however often released.
+    @Test func tracksOpenThroughServeAreCountedUntilTheirConnectionLetsGo() async throws {
+        let f = try Fixture(files: ["a.mp3": sourceBytes(100_000, seed: 1), "b.mp3": sourceBytes(100_000, seed: 2)])
+        try await f.cacheCompletely("a.mp3")
+        try await f.cacheCompletely("b.mp3")
+        let cachedOnly = TrackServer(cache: f.cache, sources: [:], unavailable: ["music": "no token stored"], options: ServerOptions(port: 0))
+        try cachedOnly.start()
+        defer { cachedOnly.stop() }
+        let a = RemotePath(remote: "music", path: "a.mp3"), b = RemotePath(remote: "music", path: "b.mp3")
+        for server in [f.server, cachedOnly] {
+            let port = server.port
+            let one = try RawClient(port: port), two = try RawClient(port: port)
+            let before = server.openTracks.closesSoFar
+            for client in [one, two] {
+                #expect(try await offPool { try client.get("/tracks/music/a.mp3", headers: ["Range: bytes=0-9"]).status } == 206)
+            }
+            #expect(server.openTracks.tracks == [a])
+            #expect(try await offPool { try one.get("/tracks/music/b.mp3", headers: ["Range: bytes=0-9"]).status } == 206)
+            #expect(server.openTracks.tracks == [a, b], "the second connection still holds a")
+            two.hangUp()
+            #expect(await eventually { server.openTracks.tracks == [b] })
+            one.hangUp()
+            #expect(await eventually { server.openTracks.tracks.isEmpty })
+            #expect(server.openTracks.closesSoFar == before + 3)
+        }
+        let claim = f.server.openTracks.open(a), before = f.server.openTracks.closesSoFar
+        claim.release()
+        claim.release()
+        #expect(f.server.openTracks.tracks.isEmpty && f.server.openTracks.closesSoFar == before + 1)
     }
 
+    /// Two clients asking for the same missing track at once share one fetch: each byte leaves the origin once.
     @Test func missingTrackIsFetchedOnceForTwoClients() async throws {
         let data = sourceBytes(3 << 20, seed: 9)
         let f = try Fixture(files: ["song.mp3": data])

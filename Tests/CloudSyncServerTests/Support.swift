@@ -200,6 +200,9 @@ final class RawClient: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// Ends the connection as a player does when it stops (the server sees it closed).
+    func hangUp() { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+
     func send(_ text: String) { send(Array(text.utf8)) }
 
     func send(_ bytes: [UInt8]) {
