@@ -37,6 +37,9 @@ struct TokenEndpoint: Sendable {
         }
         logger.debug("POST \(redactedURL(url)) → \(response.status)")
         guard let json else {
+            if response.head.isHTMLPage {
+                throw AuthError(.invalidResponse, "the token endpoint \(redactedURL(url)) answered an HTML page, not JSON: \(HTTPResponseHead.strangerAdvice); else check token_url")
+            }
             throw AuthError(.invalidResponse, "the token endpoint \(redactedURL(url)) answered HTTP \(response.status) without JSON; check token_url")
         }
         return .tokens(try Self.tokens(from: json, obtainedAt: started, endpoint: url))

@@ -117,6 +117,10 @@ public actor OAuthRefresher: TokenSource {
                 status: response.status)
         }
         guard let json, let access = json["access_token"] as? String, !access.isEmpty else {
+            if response.head.isHTMLPage {
+                throw ProviderError(.invalidResponse, "\(where_) answered an HTML page, not a token: \(HTTPResponseHead.strangerAdvice); "
+                    + "the stored tokens are kept", status: response.status)
+            }
             throw ProviderError(.invalidResponse, "\(where_) answered without an access_token; run `cloudsync login \(remoteName)` or check auth_url", status: response.status)
         }
         let expiresIn = (json["expires_in"] as? NSNumber)?.doubleValue ?? (json["expires_in"] as? String).flatMap(Double.init)

@@ -168,6 +168,22 @@ struct OAuthTests {
         #expect(error?.message.contains("bad") == false)
     }
 
+    /// A network's login page answering in the token endpoint's place is named as such, not taken for a refusal
+    /// (which would send the user to log in again for nothing); nothing is stored.
+    @Test func aLoginPageInsteadOfATokenIsNamedAndStoresNothing() async throws {
+        let server = try await faultServer()
+        let persisted = Persisted()
+        let source = OAuthRefresher(remoteName: "music", tokens: TokenSet(accessToken: "old", refreshToken: "good"),
+                                    client: .init(tokenURL: server.url("/portal"), clientID: "cid", clientSecret: "sec"),
+                                    transport: try CurlTransport()) { set in persisted.sets.withLock { $0.append(set) } }
+        let error = await #expect(throws: ProviderError.self) { try await source.refresh(rejected: "old") }
+        #expect(error?.code == .invalidResponse)
+        #expect(error?.message.contains("answered an HTML page, not a token") == true && error?.message.contains("login page") == true,
+                "\(error?.message ?? "")")
+        #expect(persisted.sets.withLock { $0.isEmpty })
+        #expect(await source.current.refreshToken == "good")
+    }
+
     @Test func noRefreshTokenAsksToLogInAgain() async throws {
         let server = try await faultServer()
         let source = try refresher(server, refreshToken: nil)

@@ -22,6 +22,7 @@ Routes (GET unless said):
   /token                       POST form: refresh_token=bad (invalid_grant) | rotate* (new refresh token) | anything
                                else (ok); counts per refresh token in /stats as token:<rt>
   /stats                       JSON counters
+  /portal                      any method: 200 text/html, a network's login page (what a captive portal sends)
 """
 import json
 import os
@@ -189,6 +190,10 @@ class Handler(BaseHTTPRequestHandler):
             if rt.startswith("rotate"):
                 answer["refresh_token"] = "rotated-%d" % n
             return self.reply(200, json.dumps(answer).encode(), [("Content-Type", "application/json")])
+        if route == "portal":
+            self.body()
+            return self.reply(200, b"<html><body>Log in to use this network</body></html>",
+                              [("Content-Type", "text/html; charset=utf-8")])
         if route == "stats":
             with LOCK:
                 return self.reply(200, json.dumps(COUNTERS).encode(), [("Content-Type", "application/json")])
