@@ -135,12 +135,15 @@ enum ListingOutput {
         return out
     }
 
-    /// `N tracks, SIZE; M cached`: what `ls` prints on stderr after the table.
+    /// `N tracks, SIZE; M cached[, K head only]`: what `ls` prints on stderr after the table. Tracks whose head
+    /// alone is cached start at once too, so a library larger than the budget does not read as "0 cached".
     static func summary(_ rows: [CacheEntryInfo]) -> String {
         let cached = rows.filter { $0.state == .complete }.count
+        let heads = rows.filter { stateText($0) == "head" }.count
         let bytes = rows.reduce(Int64(0)) { $0.addingSaturating($1.file.size) }
         let sealed = rows.contains { $0.sealed && $0.presentBytes > 0 }
         return "\(rows.count == 1 ? "1 track" : "\(rows.count) tracks"), \(ByteSize.format(bytes)); \(cached) cached"
+            + (heads > 0 ? ", \(heads) head only" : "")
             + (sealed ? " (stored encrypted: players read them through 'cloudsync serve', not from tracks/)" : "") + "\n"
     }
 

@@ -29,6 +29,20 @@ import Testing
         #expect(ListingOutput.stateText(entry) == word, "\(state), head \(head)")
     }
 
+    /// The count after the table names the head-only tracks (they start at once too) when there are any.
+    @Test func summaryCountsHeadOnlyTracks() {
+        var rows = ["a", "b", "c", "d"].map { Self.row("A/\($0).mp3") }
+        rows[0].state = .complete
+        rows[0].presentBytes = 1000
+        #expect(ListingOutput.summary(rows) == "4 tracks, 3.9 KiB; 1 cached\n")
+        for i in 1 ... 2 {
+            rows[i].state = .partial
+            rows[i].headPresent = true
+            rows[i].presentBytes = 600
+        }
+        #expect(ListingOutput.summary(rows) == "4 tracks, 3.9 KiB; 1 cached, 2 head only\n")
+    }
+
     static let full = #"{"album":"Ünïcode Album ½","albumArtist":"Various Ärtists","artist":"Mötley Crüe & Björk","bitrate":128000,"channels":2,"date":"2019","discNumber":1,"discTotal":2,"durationSeconds":40.03,"genre":"Jazz","sampleRate":44100,"title":"Café — Пётр 東京 🎵","trackNumber":9,"trackTotal":12}"#
 
     struct LabelCase: Sendable, CustomTestStringConvertible {
