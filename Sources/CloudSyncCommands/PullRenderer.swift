@@ -150,7 +150,10 @@ final class PullRenderer: Sendable {
                 }
                 if let summary { console.out(Self.budgetLine(summary, after: true) + "\n") }
             } else {
-                for item in reduced {
+                // A head shrunk back to its start set was never complete: its extra bytes came with its first
+                // request (metadata room). One line per such track buried what a person wants to see (a complete
+                // track that is not offline any more) under hundreds on a first pull.
+                for item in reduced where item.action != "head" || item.wasComplete {
                     let verb = item.action == "head" ? "shrunk " : "evicted"
                     console.note("\(verb)  \(ByteSize.format(item.bytes).leftPad(9))  \(TerminalText.escape(item.remote))/\(TerminalText.escape(item.path))\(item.action == "head" ? " (its head stays)" : "")\n", quiet: quiet)
                 }

@@ -35,6 +35,10 @@ public struct ReductionReport: Sendable {
         public var bytes: Int64
         /// `"head"`: shrunk to its start set; `"evicted"`: nothing kept.
         public var action: String
+        /// Whether the track was complete: false for a head shrunk back to its start set, whose extra bytes were
+        /// fetched with it (the first request of a head covers its metadata too, up to 64 KiB more than a small
+        /// tag needs) — not worth a line of a pull's output per track.
+        public var wasComplete: Bool = true
     }
 
     public var items: [Item] = []
@@ -254,7 +258,7 @@ public struct CacheBudget: Sendable {
                        into report: inout ReductionReport) throws(CacheError) {
         switch outcome {
         case .done(let freed):
-            report.items.append(.init(remote: track.remote, path: track.path, bytes: freed, action: action))
+            report.items.append(.init(remote: track.remote, path: track.path, bytes: freed, action: action, wasComplete: track.complete))
         case .busy:
             report.busy.append("\(track.remote):\(track.path)")
         case .noHead:

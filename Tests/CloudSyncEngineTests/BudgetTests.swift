@@ -268,6 +268,31 @@ import Testing
 
     /// serve's keeper (`CacheBudget.keepWithin(sparing:)`): over the budget, the cache comes down to its plan —
     /// but a track a player has open is left as it is, and the next call, once it let go, reduces that one too.
+    /// Real MP3s (ffmpeg, 90 s at 128 kbit/s), a budget that holds only some whole: a head's first request covers
+    /// metadata room beyond what a small tag needs (up to 64 KiB), which the plan then shrinks away. The pull says
+    /// nothing per such head — before, a first pull printed a "shrunk … (its head stays)" line for every track kept
+    /// as a head, hundreds for a real library, burying the lines that matter (a complete track reduced).
+    @Test func headsShrunkBackToTheirStartSetsAreNotListed() throws {
+        var fixture = try Fixture(seed: 89, files: [], cache: [#"max_size = "3MiB""#, #"min_free = "0""#])
+        defer { fixture.cleanup() }
+        let dir = try TemporaryDirectory(prefix: "cloudsync-mp3")
+        for i in 0 ..< 4 {
+            let file = dir.file("t\(i).mp3")
+            try Tool.check("ffmpeg", ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(300 + 50 * i):duration=90",
+                                               "-b:a", "128k", "-metadata", "title=T\(i)", file.path])
+            try fixture.library.add("Album/t\(i).mp3", try Data(contentsOf: file))
+        }
+        let log = fixture.env.dir.appendingPathComponent("pull.log")
+        let r = try fixture.env.run(["pull", "--log-file", log.path, "--log-level", "debug"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        let rows = try Self.rows(fixture.env)
+        #expect(rows.contains { $0["state"] as? String == "head" }, "\(rows)")
+        let logged = try String(contentsOf: log, encoding: .utf8)
+        #expect(logged.contains("track(s) reduced"), "no head was shrunk back: nothing was tested")
+        #expect(!(r.stdout + r.stderr).contains("shrunk"), "stdout: \(r.stdout)\nstderr: \(r.stderr)")
+        #expect(try Self.held(fixture.env) <= 3 << 20)
+    }
+
     @Test func keepWithinSparesTheTracksAPlayerHasOpen() throws {
         let fixture = try Fixture(seed: 88, files: Self.files(count: 6), cache: [#"max_size = "24MiB""#, #"min_free = "0""#],
                                   pull: Self.pull)
