@@ -20,13 +20,18 @@ public final class Pacer: Sendable {
         /// Retries of a request that failed with `.unreachable` (DNS, refused, no route): at most `retries`;
         /// interactive callers (`ls`, `serve`) set it low so an offline machine answers from the cache at once.
         public var unreachableRetries: Int
+        /// Largest backoff ceiling for `.unreachable`. Nothing answered, so there is no server to spare: the
+        /// retries are for a network coming back (Wi-Fi after a resume takes seconds), and a pull with the cloud
+        /// unplugged ended after ~2 minutes of 60 s ceilings; with 5 s the ten retries take ~20 s (at most ~38).
+        public var unreachableMaxDelay: TimeInterval
 
         public init(retries: Int = 10, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 60,
-                    unreachableRetries: Int? = nil) {
+                    unreachableRetries: Int? = nil, unreachableMaxDelay: TimeInterval = 5) {
             self.retries = retries
             self.baseDelay = baseDelay
             self.maxDelay = maxDelay
             self.unreachableRetries = min(retries, unreachableRetries ?? retries)
+            self.unreachableMaxDelay = min(maxDelay, unreachableMaxDelay)
         }
     }
 
@@ -65,7 +70,7 @@ public final class Pacer: Sendable {
                 continue
             } catch let error as ProviderError where error.isRetryable && attempt < retries(for: error) {
                 attempt += 1
-                let delay = error.retryAfter ?? backoff(attempt: attempt)
+                let delay = error.retryAfter ?? backoff(attempt: attempt, ceiling: error.code == .unreachable ? policy.unreachableMaxDelay : policy.maxDelay)
                 logger.info("\(what): \(error.message); retry \(attempt)/\(retries(for: error)) in \(String(format: "%.1f", delay)) s")
                 if error.code == .rateLimited {
                     pause(for: delay)
@@ -95,10 +100,10 @@ public final class Pacer: Sendable {
         if let seconds = retryAfter(from: headers, now: now()) { pause(for: seconds) }
     }
 
-    /// Full jitter: uniform in 0...min(maxDelay, baseDelay·2^(attempt-1)) for attempt ≥ 1.
-    func backoff(attempt: Int) -> TimeInterval {
-        let ceiling = min(policy.maxDelay, policy.baseDelay * pow(2, Double(max(0, attempt - 1))))
-        return Double.random(in: 0...ceiling)
+    /// Full jitter: uniform in 0...min(`ceiling`, baseDelay·2^(attempt-1)) for attempt ≥ 1.
+    func backoff(attempt: Int, ceiling: TimeInterval? = nil) -> TimeInterval {
+        let top = min(ceiling ?? policy.maxDelay, policy.baseDelay * pow(2, Double(max(0, attempt - 1))))
+        return Double.random(in: 0...max(0, top))
     }
 
     private func waitWhilePaused() async throws {

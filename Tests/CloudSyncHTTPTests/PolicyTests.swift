@@ -18,6 +18,25 @@ struct PacerTests {
         }
     }
 
+    /// A host that cannot be reached is retried for a network coming back, under a 5 s ceiling: a pull with the
+    /// cloud unplugged gave up after ~2 minutes of 60 s ceilings, now ~20 s (at most ~38). A failing server keeps
+    /// the 60 s ceiling. Seeded by many draws: every unreachable delay stays under 5 s, some transient ones pass it.
+    @Test func unreachableHostsWaitUnderAShorterCeiling() async throws {
+        for (code, ceiling) in [(ProviderError.Code.unreachable, 5.0), (.transient, 60.0)] {
+            let clock = FakeClock()
+            let pacer = Pacer(policy: .init(retries: 10), sleep: { try await clock.sleep($0) }, now: { clock.now })
+            for _ in 0 ..< 20 {
+                await #expect(throws: ProviderError.self) {
+                    try await pacer.run("GET x") { () async throws -> Int in throw ProviderError(code, "down") }
+                }
+            }
+            #expect(clock.sleeps.count == 200)
+            #expect(clock.sleeps.allSatisfy { $0 >= 0 && $0 <= ceiling }, "\(code): \(clock.sleeps.max() ?? 0)")
+            if code == .transient { #expect(clock.sleeps.contains { $0 > 5 }) }
+        }
+        #expect(Pacer.Policy(maxDelay: 2).unreachableMaxDelay == 2, "never above the general ceiling")
+    }
+
     @Test func rateLimitHonoursRetryAfterAndPausesTheWholeRemote() async throws {
         let server = try await faultServer()
         let clock = FakeClock()
