@@ -112,6 +112,19 @@ struct LoginFlowTests {
         #expect(outcome.storedAt != nil)
     }
 
+    @Test("a network's login page answering in the token endpoint's place is named as such; nothing stored")
+    func loginPageInsteadOfTokens() async throws {
+        let fake = try OAuthFake(["--token-portal", "--interval", "0"])
+        let dir = try TemporaryDirectory()
+        let error = await #expect(throws: AuthError.self) {
+            try await login(remote("onedrive", fake), dir, LogCapture()).run(interaction: ScriptedInteraction())
+        }
+        #expect(error?.code == .invalidResponse)
+        #expect(error?.message.contains("answered an HTML page, not JSON") == true && error?.message.contains("login page") == true,
+                "\(error?.message ?? "")")
+        #expect(!FileManager.default.fileExists(atPath: dir.url.appendingPathComponent("tokens/music.json").path))
+    }
+
     @Test("a wrong pasted code is invalid_grant: exit 4, nothing stored")
     func wrongCode() async throws {
         let fake = try OAuthFake()

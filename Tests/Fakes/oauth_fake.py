@@ -33,6 +33,8 @@ p.add_argument("--no-refresh-token", action="store_true")
 p.add_argument("--client-id", default="test-client")
 p.add_argument("--client-secret", default=None)
 p.add_argument("--refresh-delay", type=float, default=0.0, help="seconds a refresh takes")
+p.add_argument("--token-portal", action="store_true",
+               help="POST /token answers 200 text/html, a network's login page (a captive portal) in its place")
 p.add_argument("--seed-refresh-token", default=None, help="a refresh token valid from the start")
 p.add_argument("--lifetime", type=float, default=300, help="seconds before the fake exits by itself")
 p.add_argument("--dav-user", default="alice")
@@ -176,6 +178,8 @@ class Handler(BaseHTTPRequestHandler):
                 if self.bearer("Bearer") else self.reply(401, {"error_summary": "invalid_access_token/", "error": {".tag": "invalid_access_token"}})
         if u.path != "/token":
             return self.reply(404, {"error": "not_found"})
+        if args.token_portal:
+            return self.reply(200, raw=b"<html><body>Log in to use this network</body></html>", ctype="text/html; charset=utf-8")
         with lock:
             state["token_requests"] += 1
         grant = f.get("grant_type")
