@@ -54,6 +54,8 @@ struct ServeCommand {
                                        logger: context.logger)
         keeper.start()
         defer { keeper.stop() }
+        // A disk that other programs filled since the last round: a fetch asks for room rather than cut its player.
+        for source in sources.values { source.whenTheDiskIsFull { await keeper.makeRoom() } }
         let shown = options.urlHost
         context.console.out("listening on http://\(shown):\(bound)/\n")
         let quiet = context.arguments.has("quiet")

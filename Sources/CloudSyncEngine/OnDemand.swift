@@ -89,6 +89,8 @@ public final class OnDemand: Sendable {
     private let closing = Mutex<[String: Int]>([:])
     /// Writers of retired sessions closed so far (any path).
     private let retiredWritersClosed = Atomic<Int>(0)
+    /// Makes room in the cache when a fetch found the disk full (``whenTheDiskIsFull(_:)``).
+    private let roomMaker = Mutex<(@Sendable () async -> Bool)?>(nil)
     private let nextID = Atomic<UInt64>(1)
     private let offline = Mutex<Offline?>(nil)
     /// Runs every task of this object (fetch sessions, their GETs, the offline probe): see ``DedicatedExecutor``.
@@ -250,6 +252,19 @@ public final class OnDemand: Sendable {
         return true
     }
 
+    /// What a fetch session does when its writes find the disk full: `makeRoom` (``ServeBudgetKeeper/makeRoom()``)
+    /// brings the cache down to its budget and says whether it freed bytes; the session then tries once more.
+    /// Unset, the fetch fails (the player's response ends, 507 for a request not begun).
+    public func whenTheDiskIsFull(_ makeRoom: @escaping @Sendable () async -> Bool) {
+        roomMaker.withLock { $0 = makeRoom }
+    }
+
+    /// Asks for room after a full disk; false when nobody makes any or nothing was freed.
+    func makeRoom() async -> Bool {
+        guard let maker = roomMaker.withLock({ $0 }) else { return false }
+        return await maker()
+    }
+
     /// The open session of `path` with `demand` registered, a new one, or nil when another process holds the
     /// entry's writer lock. A session of this process that retired a moment ago (its window was fetched, and
     /// the client read on into the next hole) is waited for while its writer lets go: that is milliseconds,
@@ -370,6 +385,8 @@ final class FetchSession: Sendable {
         var mismatches = 0
         /// Completions that found bytes dropped after the verification (``recordDrop()``).
         var drops = 0
+        /// The cache was asked for room after a full disk (once per session).
+        var roomAsked = false
         var sequence: UInt64 = 0
     }
 
@@ -475,6 +492,20 @@ final class FetchSession: Sendable {
                     if preempted { continue }
                     try? await job.writer.flush()
                     break
+                }
+                // A write found the disk full (a completion that did is left to fail: its bytes are all there).
+                if (error as? CacheError)?.code == .diskFull, !job.writer.missingRanges().isEmpty,
+                   state.withLock({ s in defer { s.roomAsked = true }; return !s.roomAsked }) {
+                    owner.logger.warning("serve: \(owner.remote):\(job.file.path): the disk is full; making room in the cache")
+                    if await owner.makeRoom() {
+                        // A checkpoint queued while the disk was full failed too; its error, thrown once by the
+                        // next write, is stale now. A flush (after any checkpoint still queued: one writer queue)
+                        // commits the bytes with the room made, then the stale error is taken here.
+                        try? await job.writer.flush()
+                        _ = try? job.writer.checkpointIfDue()
+                        owner.logger.info("serve: \(owner.remote):\(job.file.path): room made; fetching on")
+                        continue
+                    }
                 }
                 if (error as? CacheError)?.code == .hashMismatch, recordMismatch() {
                     owner.logger.warning("serve: \(owner.remote):\(job.file.path): \(error); fetching it once more")

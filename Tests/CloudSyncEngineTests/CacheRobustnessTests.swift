@@ -46,6 +46,42 @@ import Testing
         #expect(again.status == 0, "stderr: \(again.stderr)")
     }
 
+    /// Another program filled the disk since serve's last budget round, and a player asks for a track the cache
+    /// does not hold: serve makes room (the budget, lowered by the full disk, reduces the cache, the track being
+    /// played spared) and the track plays whole. Before, the fetch hit ENOSPC and the player's response was cut
+    /// where the disk ran out. Needs root (mount); skipped otherwise.
+    @Test(.enabled(if: getuid() == 0, "mount needs root"))
+    func serveMakesRoomWhenTheDiskFillsUnderIt() throws {
+        var fixture = try Fixture(seed: 93, files: (0 ..< 3).map { ("Disc/t\($0).mp3", 2 << 20) })
+        defer { fixture.cleanup() }
+        let disk = try SmallDisk(for: fixture)
+        defer { disk.unmount() }
+        let pull = try fixture.env.run(["pull"])
+        #expect(pull.status == 0, "stderr: \(pull.stderr)")
+        // A new track is listed (not fetched), then the disk fills up but for 512 KiB.
+        try fixture.library.add("Disc/new.mp3", Data((0 ..< (3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
+        #expect(try fixture.env.run(["ls"]).status == 0)
+        let serve = try fixture.env.start(["serve", "--port", "0"])
+        defer { serve.stop() }
+        let base = try serve.firstStdoutLine(timeout: 30).replacingOccurrences(of: "listening on ", with: "")
+        // serve's first budget round (at start, within the budget then) is over before the disk fills.
+        Thread.sleep(forTimeInterval: 1)
+        let filler = disk.mountPoint.appendingPathComponent("filler")
+        let dd = try Process.run(URL(fileURLWithPath: "/bin/dd"), arguments: ["if=/dev/zero", "of=\(filler.path)", "bs=4096", "status=none"])
+        dd.waitUntilExit()
+        let keep = 512 << 10
+        let size = (try FileManager.default.attributesOfItem(atPath: filler.path)[.size] as? NSNumber)?.intValue ?? 0
+        #expect(truncate(filler.path, off_t(max(0, size - keep))) == 0)
+        let served = fixture.env.dir.appendingPathComponent("served.mp3")
+        let get = try Process.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments: ["-s", "-o", served.path, "--max-time", "60", base + "tracks/lib/Disc/new.mp3"])
+        get.waitUntilExit()
+        let whole = (try? Data(contentsOf: served)) == fixture.library.files["Disc/new.mp3"]
+        serve.stop()
+        let log = (try? String(contentsOf: serve.err, encoding: .utf8)) ?? ""
+        #expect(whole, "curl exit \(get.terminationStatus), \((try? Data(contentsOf: served).count) ?? 0) bytes; serve: \(log)")
+        #expect(log.contains("making room in the cache"), "the disk never filled: nothing was tested; serve: \(log)")
+    }
+
     /// A library bigger than a small disk, `min_free = "0"`: the pull fills the disk with what fits and every file
     /// it fetched is promoted. With every free byte as the budget, files' last partial blocks and the index's
     /// growing log went past the end of the disk: the pull failed with disk full (exit 74), its fetched files
