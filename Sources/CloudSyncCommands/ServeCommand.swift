@@ -50,7 +50,8 @@ struct ServeCommand {
                                  openTracks: openTracks, logger: context.logger)
         let bound = try server.start()
         // What players fetch stays within cache.max_size and cache.min_free, as a pull keeps it.
-        let keeper = ServeBudgetKeeper(budget: setup.budget(config, cache: cache), sources: Array(sources.values), openTracks: openTracks,
+        let budget = setup.budget(config, cache: cache)
+        let keeper = ServeBudgetKeeper(budget: budget, sources: Array(sources.values), openTracks: openTracks,
                                        logger: context.logger)
         keeper.start()
         defer { keeper.stop() }
@@ -66,6 +67,11 @@ struct ServeCommand {
         // serve offers the index's tracks and lists nothing itself: a remote never listed offers none, which a
         // player shows as an empty library. The index is read per request, so a listing made now shows at once.
         if let status = try? cache.status() {
+            // A disk that sets a budget below the library: what players fetch past it is dropped again once they
+            // let go (a pull says the same).
+            if let limit = try? budget.budget(), status.libraryBytes > limit, let message = budget.diskLimit(limit) {
+                context.logger.warning("\(message); tracks played beyond it are fetched again each time")
+            }
             let indexed = Dictionary(status.remotes.map { ($0.remote, $0.tracks) }, uniquingKeysWith: +)
             for remote in remotes where (indexed[remote.name] ?? 0) == 0 {
                 context.logger.warning("\(remote.name): no track of this remote is in the index yet, so serve offers none: "

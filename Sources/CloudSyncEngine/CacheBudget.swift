@@ -160,6 +160,17 @@ public struct CacheBudget: Sendable {
         return max(0, min(settings.maxSize, room))
     }
 
+    /// What to say when the disk, not `cache.max_size`, sets `budget`; nil when it does not.
+    public func diskLimit(_ budget: Int64) -> String? {
+        guard budget < settings.maxSize else { return nil }
+        let minFree = ByteSize.format(settings.minFree)
+        let kept = freeFloor > settings.minFree
+            ? "\(ByteSize.format(freeFloor)) stays free for the cache's index (cache.min_free is \(minFree)); free some space"
+            : "cache.min_free (\(minFree)) stays free; free some space or lower cache.min_free"
+        return "the disk of the cache is nearly full: the budget is \(ByteSize.format(budget)) "
+            + "instead of cache.max_size (\(ByteSize.format(settings.maxSize))) so that \(kept)"
+    }
+
     /// What the budget keeps free on the cache's filesystem: `cache.min_free`, at least ``bookkeepingReserve``.
     public var freeFloor: Int64 { max(settings.minFree, Self.bookkeepingReserve) }
 

@@ -168,13 +168,8 @@ public struct Sync: Sendable {
         report.budget = BudgetSummary(finalPlan, reduction: reduction)
         report.budget?.limitedByDisk = finalPlan.budget < options.budget.maxSize
         // Said only when it matters: the disk, not cache.max_size, is what keeps part of the library out.
-        if finalPlan.budget < options.budget.maxSize && finalPlan.libraryBytes > finalPlan.budget {
-            let minFree = ByteSize.format(options.budget.minFree)
-            let kept = budget.freeFloor > options.budget.minFree
-                ? "\(ByteSize.format(budget.freeFloor)) stays free for the cache's index (cache.min_free is \(minFree)); free some space"
-                : "cache.min_free (\(minFree)) stays free; free some space or lower cache.min_free"
-            events(.warning(remote: remote, message: "the disk of the cache is nearly full: the budget is \(ByteSize.format(finalPlan.budget)) "
-                + "instead of cache.max_size (\(ByteSize.format(options.budget.maxSize))) so that \(kept)"))
+        if finalPlan.libraryBytes > finalPlan.budget, let message = budget.diskLimit(finalPlan.budget) {
+            events(.warning(remote: remote, message: message))
         }
         events(.budget(remote: remote, summary: report.budget, reduced: reduction.items))
         return report

@@ -80,6 +80,8 @@ import Testing
         let log = (try? String(contentsOf: serve.err, encoding: .utf8)) ?? ""
         #expect(whole, "curl exit \(get.terminationStatus), \((try? Data(contentsOf: served).count) ?? 0) bytes; serve: \(log)")
         #expect(log.contains("making room in the cache"), "the disk never filled: nothing was tested; serve: \(log)")
+        // At start, the small disk (not cache.max_size) set a budget below the library: serve said so.
+        #expect(log.contains("the disk of the cache is nearly full: the budget is"), "serve: \(log)")
     }
 
     /// A library bigger than a small disk, `min_free = "0"`: the pull fills the disk with what fits and every file
