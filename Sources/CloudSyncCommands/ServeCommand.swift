@@ -28,6 +28,10 @@ struct ServeCommand {
         // unreachableRetries of 0 bound them as well; API calls have the configured deadline.
         var transportOptions = CurlTransportOptions()
         transportOptions.apiTimeout = config.pull.apiTimeout
+        // A player waits on the first fetch after the network went away without a word (packets dropped: a dead
+        // Wi-Fi, a VPN down): a connect that has not answered in 10 s will not, and until it fails the remote is
+        // not marked offline (every request after it is answered at once). Pulls keep 30 s.
+        transportOptions.connectTimeout = min(transportOptions.connectTimeout, Self.connectTimeout)
         let transport = try CurlTransport(options: transportOptions, logger: context.logger)
         let factory = setup.providerFactory(config, transport: transport)
         var sources: [String: OnDemand] = [:]
@@ -90,6 +94,9 @@ struct ServeCommand {
 
     /// The `--token` value: `env:VAR` (the variable's value), `file:PATH` (the file's first line), or the token
     /// itself (which `ps` shows to every user of the machine; the other two keep it off the command line).
+    /// serve's connect timeout (TCP and TLS), seconds.
+    static let connectTimeout: TimeInterval = 10
+
     static func token(_ value: String?, environment: [String: String]) throws -> String? {
         guard let value else { return nil }
         let hint = "Run 'cloudsync serve --help' for usage."

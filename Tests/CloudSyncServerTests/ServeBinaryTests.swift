@@ -229,6 +229,28 @@ import TestSupport
         #expect(c.all.isEmpty, "\(c.all)")
     }
 
+    /// A network that went away without a word (packets dropped: a dead Wi-Fi, a VPN down): the first request for
+    /// missing bytes is answered 503 once serve's 10 s connect timeout ends (a pull's is 30 s, which a player
+    /// waited through before), and the next at once. curl stands for a player that gives up after 25 s.
+    @Test func aBlackHoledCloudIsAnsweredWithinServesConnectTimeout() async throws {
+        let dir = try TemporaryDirectory(prefix: "cloudsync-serve-blackhole")
+        let size = 2 << 20, head = 256 << 10
+        _ = try Self.library([("A/one.mp3", size)], in: dir)
+        let (fake, env) = try await BinaryEnv.headOnly(root: dir.file("library"), head: head)
+        let port = fake.port
+        fake.stop()
+        let hole = try await PythonFake.start("blackhole.py", arguments: [String(port)])
+        defer { hole.stop() }
+        let (serve, servePort) = try await env.serve()
+        defer { serve.stop() }
+        let url = "http://127.0.0.1:\(servePort)/tracks/lib/A/one.mp3"
+        for attempt in ["first", "next"] {
+            let out = try Tool.run("curl", ["-s", "-o", "/dev/null", "--max-time", "25", "-H", "Range: bytes=\(size / 2)-",
+                                            "-w", "%{http_code}", url], timeout: 60)
+            #expect(out.stdout == "503", "\(attempt) request: \(out.stdout) (curl exit \(out.status))")
+        }
+    }
+
     /// What players fetch through serve stays within the budget, as a pull keeps it: after tracks are played whole
     /// past it, the lowest-priority tails go (heads stay) and the track played last stays complete.
     @Test func serveKeepsTheCacheWithinItsBudget() async throws {
