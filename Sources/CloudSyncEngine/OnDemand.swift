@@ -490,6 +490,18 @@ final class FetchSession: Sendable {
             } catch {
                 if error is CancellationError || fetch.isCancelled {
                     if preempted { continue }
+                    // The clients left (their demands gone) just as the last bytes arrived: the file is whole, so
+                    // it is completed all the same — else no one would (a request finds every byte present and
+                    // fetches nothing), and it stayed partial until the next pull.
+                    if job.file.size > 0, job.writer.missingRanges().isEmpty {
+                        do {
+                            try await completeFile()
+                        } catch {
+                            owner.logger.info("serve: completing \(owner.remote):\(job.file.path) failed: \(error); the next pull completes it")
+                            try? await job.writer.flush()
+                        }
+                        break
+                    }
                     try? await job.writer.flush()
                     break
                 }
