@@ -83,7 +83,10 @@ public final class ServeBudgetKeeper: Sendable {
     func round() -> Int64 {
         do {
             // Tracks a player has open are left as they are until it lets go (the next round after its fetches).
-            guard let report = try budget.keepWithin(sparing: openTracks.tracks), !report.items.isEmpty else { return 0 }
+            guard let report = try budget.keepWithin(sparing: openTracks.tracks), !report.items.isEmpty else {
+                logger.debug("serve: budget round: nothing to reduce")
+                return 0
+            }
             let limit = try budget.budget()
             logger.info("serve: the cache was over its budget of \(ByteSize.format(limit)): "
                 + "\(report.items.count) track(s) reduced, lowest priority first, \(ByteSize.format(report.freedBytes)) freed")

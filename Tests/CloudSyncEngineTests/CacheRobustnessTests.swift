@@ -61,11 +61,12 @@ import Testing
         // A new track is listed (not fetched), then the disk fills up but for 512 KiB.
         try fixture.library.add("Disc/new.mp3", Data((0 ..< (3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
         #expect(try fixture.env.run(["ls"]).status == 0)
-        let serve = try fixture.env.start(["serve", "--port", "0"])
+        let serve = try fixture.env.start(["-v", "serve", "--port", "0"])
         defer { serve.stop() }
         let base = try serve.firstStdoutLine(timeout: 30).replacingOccurrences(of: "listening on ", with: "")
         // serve's first budget round (at start, within the budget then) is over before the disk fills.
-        Thread.sleep(forTimeInterval: 1)
+        let deadline = Date().addingTimeInterval(30)
+        while !serve.stderr.contains("budget round: nothing to reduce"), Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
         let filler = disk.mountPoint.appendingPathComponent("filler")
         let dd = try Process.run(URL(fileURLWithPath: "/bin/dd"), arguments: ["if=/dev/zero", "of=\(filler.path)", "bs=4096", "status=none"])
         dd.waitUntilExit()
