@@ -267,10 +267,13 @@ public final class OnDemand: Sendable {
 
     /// The open session of `path` with `demand` registered, a new one, or nil when another process holds the
     /// entry's writer lock. A session of this process that retired a moment ago (its window was fetched, and
-    /// the client read on into the next hole) is waited for while its writer lets go: that is milliseconds,
-    /// whereas taking it for another process's writer would hold the client up for a takeover interval.
+    /// the client read on into the next hole) is waited for while its writer lets go — milliseconds, whereas
+    /// taking it for another process's writer would hold the client up for a takeover interval — but 200 ms at
+    /// most: a close that takes longer (its last checkpoint waiting on a busy index) is treated like another
+    /// process's writer, whose checkpoints the stream polls meanwhile. (With 10 s, the soak's players, two serves
+    /// and pull and clear loops on one index, timed out on a blocked connection thread.)
     func session(for path: String, file: RemoteFile, demand: Demand) throws -> FetchSession? {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .milliseconds(200)
         while true {
             let closedBefore = retiredWritersClosed.load(ordering: .acquiring)
             if let session = try newOrExistingSession(for: path, file: file, demand: demand) { return session }
