@@ -328,7 +328,7 @@ start_files_fake() {
 # Sets SERVE_PORT and SERVE_PID.
 start_serve() {
     local out=$WORK/serve.$RANDOM.out _
-    "$BIN" --config "$1" -q serve --port 0 >"$out" 2>"$out.err" &
+    "$BIN" --config "$1" ${SERVE_LOG_FLAGS:--q} serve --port 0 >"$out" 2>"$out.err" &
     SERVE_PID=$!
     _pids+=("$SERVE_PID")
     for _ in $(seq 1 100); do grep -q listening "$out" 2>/dev/null && break; sleep 0.05; done

@@ -5,6 +5,8 @@
 # while players read. Reports requests, wrong bytes (must be 0), crashes (0: no process killed by a signal, both
 # serves alive at the end) and hangs (0: every request answered within 30 s, every command within 120 s).
 #   usage: bench/soak.sh [--quick]        SOAK_SECONDS (default 120; --quick 15)
+#   A hang is listed with its track, range, serve port and time: BENCH_KEEP=1 SERVE_LOG_FLAGS=-v keeps both
+#   serves' debug logs (serve.*.out.err) in the scratch directory to find out why.
 source "$(dirname "$0")/lib.sh"
 out=$RESULTS/soak$([ $QUICK = 1 ] && echo -quick || true).md
 seconds=${SOAK_SECONDS:-$([ $QUICK = 1 ] && echo 15 || echo 120)}
@@ -49,7 +51,7 @@ tracks = sorted(os.path.relpath(os.path.join(d, n), root) for d, _, fs in os.wal
 source = {t: open(os.path.join(root, t), "rb").read() for t in tracks}
 lock = threading.Lock()
 stats = {"requests": 0, "bytes_compared": 0, "wrong_bytes": 0, "wrong_requests": [], "cut": 0, "status": {}, "hangs": 0,
-         "errors": []}
+         "hung_requests": [], "errors": []}
 end = time.time() + seconds
 
 def quote(path):
@@ -70,6 +72,7 @@ def player(n):
         c = conns.get(port) or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conns[port] = c
         try:
+            asked = time.time()
             c.request("GET", quote(track), headers={"Range": header} if header else {})
             r = c.getresponse()
             body = b""
@@ -95,7 +98,10 @@ def player(n):
             if r.getheader("Connection", "").lower() == "close": c.close(); conns.pop(port, None)
         except (TimeoutError, OSError) as e:
             with lock:
-                if isinstance(e, TimeoutError) or "timed out" in str(e): stats["hangs"] += 1
+                if isinstance(e, TimeoutError) or "timed out" in str(e):
+                    stats["hangs"] += 1
+                    stats["hung_requests"].append(f"{track} {header or 'whole'} on port {port}, "
+                                                  f"asked at {time.strftime('%H:%M:%S', time.gmtime(asked))}")
                 stats["cut"] += 1
             c.close(); conns.pop(port, None)
         except http.client.HTTPException:
@@ -106,6 +112,7 @@ threads = [threading.Thread(target=player, args=(i,)) for i in range(16)]
 for t in threads: t.start()
 for t in threads: t.join()
 stats["wrong_requests"] = stats["wrong_requests"][:10]; stats["errors"] = stats["errors"][:10]
+stats["hung_requests"] = stats["hung_requests"][:10]
 json.dump(stats, open(out, "w"))
 PY
 for p in "${loops[@]}"; do wait "$p" || true; done
@@ -136,6 +143,7 @@ lines = ["# Soak", "", sys.argv[6], "",
 for name in sorted(runs):
     lines.append(f"| {name} runs (exit code: count), longest | {', '.join(f'{k}: {v}' for k, v in sorted(runs[name].items()))}; {longest[name]:.1f} s |")
 if stats["wrong_requests"]: lines += ["", "Wrong answers:", ""] + [f"- {w}" for w in stats["wrong_requests"]]
+if stats["hung_requests"]: lines += ["", "Requests unanswered for 30 s:", ""] + [f"- {h}" for h in stats["hung_requests"]]
 if stats["errors"]: lines += ["", "Unexpected statuses:", ""] + [f"- {e}" for e in stats["errors"]]
 open(out, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

@@ -270,8 +270,7 @@ public final class OnDemand: Sendable {
     /// the client read on into the next hole) is waited for while its writer lets go — milliseconds, whereas
     /// taking it for another process's writer would hold the client up for a takeover interval — but 200 ms at
     /// most: a close that takes longer (its last checkpoint waiting on a busy index) is treated like another
-    /// process's writer, whose checkpoints the stream polls meanwhile. (With 10 s, the soak's players, two serves
-    /// and pull and clear loops on one index, timed out on a blocked connection thread.)
+    /// process's writer, whose checkpoints the stream polls meanwhile: this blocks a connection thread.
     func session(for path: String, file: RemoteFile, demand: Demand) throws -> FetchSession? {
         let deadline = ContinuousClock.now + .milliseconds(200)
         while true {
@@ -403,6 +402,8 @@ final class FetchSession: Sendable {
     /// The error that ended fetching (every stream of this session sees it), if any.
     var failure: (any Error)? { state.withLock { $0.failure } }
     var isClosed: Bool { state.withLock { $0.closed } }
+    /// Open with no fetch running: what its streams want is present (or the cloud is offline, or it failed).
+    var isIdle: Bool { state.withLock { !$0.closed && $0.task == nil } }
 
     /// Adds or moves `demand`; starts fetching if bytes it wants are missing, and cancels read-ahead in flight
     /// when this demand needs other bytes now. False when the session is closed.
@@ -894,14 +895,27 @@ public final class TrackStream: Sendable {
         state.withLock { $0.lastTakeover = nil }
         let fd = open(session.job.writer.partialURL.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         let (stale, old, closed) = state.withLock { s -> (Int32, FetchSession?, Bool) in
+            if s.closed { return (fd, nil, true) }
             let stale = s.partialFD
             let old = s.session
             s.session = session
             s.partialFD = fd
-            return (stale, old, s.closed)
+            return (stale, old, false)
         }
         if stale >= 0 { Glibc.close(stale) }
         if let old, old !== session { old.remove(id) }
-        if closed { close() }
+        if closed {
+            session.remove(id)
+            return
+        }
+        // Nothing to fetch after all: the bytes arrived since this stream last read the index (the session that
+        // fetched them retired a moment ago), or the cloud is offline. Nothing would retire such a session — a
+        // session retires when its fetch ends, or when its last stream closes — so it would hold the entry's
+        // writer lock for as long as the player keeps its connection open, and a reader in another serve would
+        // wait for checkpoints that never come. Let it go now and read the index afresh.
+        if session.isIdle {
+            owner.retireIfIdle(session)
+            state.withLock { $0.indexReadAt = nil }
+        }
     }
 }
