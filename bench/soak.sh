@@ -6,7 +6,8 @@
 # serves alive at the end) and hangs (0: every request answered within 30 s, every command within 120 s).
 #   usage: bench/soak.sh [--quick]        SOAK_SECONDS (default 120; --quick 15)
 #   A hang is listed with its track, range, serve port and time: BENCH_KEEP=1 SERVE_LOG_FLAGS=-v keeps both
-#   serves' debug logs (serve.*.out.err) in the scratch directory to find out why.
+#   serves' debug logs (serve.*.out.err) in the scratch directory to find out why. SOAK_FAULTS: fault rules for the
+#   cloud (Tests/Fakes/files_fake.py's JSON: cuts, 503/429 with Retry-After, stalls, ignored or wrong ranges).
 source "$(dirname "$0")/lib.sh"
 out=$RESULTS/soak$([ $QUICK = 1 ] && echo -quick || true).md
 seconds=${SOAK_SECONDS:-$([ $QUICK = 1 ] && echo 15 || echo 120)}
@@ -14,7 +15,7 @@ seconds=${SOAK_SECONDS:-$([ $QUICK = 1 ] && echo 15 || echo 120)}
 lib=$WORK/lib
 make_lib "$lib" 24 $((1536 * 1024)) 8
 # A cloud at 8 MiB/s per connection: on-demand fills and pulls overlap with the players.
-start_files_fake "$lib" --rate $((8 << 20))
+start_files_fake "$lib" --rate $((8 << 20)) ${SOAK_FAULTS:+--faults "$SOAK_FAULTS"}
 cfg=$WORK/soak.toml
 { echo "[cache]"; echo "dir = \"$WORK/cache\""; echo 'max_size = "12MiB"'; echo 'min_free = "0"'; echo 'checkpoint = "256KiB"'
   echo; echo "[pull]"; echo 'head_first = "64KiB"'; echo 'chunk_size = "256KiB"'
