@@ -8,6 +8,7 @@
 #   A hang is listed with its track, range, serve port and time: BENCH_KEEP=1 SERVE_LOG_FLAGS=-v keeps both
 #   serves' debug logs (serve.*.out.err) in the scratch directory to find out why. SOAK_FAULTS: fault rules for the
 #   cloud (Tests/Fakes/files_fake.py's JSON: cuts, 503/429 with Retry-After, stalls, ignored or wrong ranges).
+#   SOAK_ENCRYPT=1: the same on an encrypted cache (cache.encrypt, a random key).
 source "$(dirname "$0")/lib.sh"
 out=$RESULTS/soak$([ $QUICK = 1 ] && echo -quick || true).md
 seconds=${SOAK_SECONDS:-$([ $QUICK = 1 ] && echo 15 || echo 120)}
@@ -18,6 +19,7 @@ make_lib "$lib" 24 $((1536 * 1024)) 8
 start_files_fake "$lib" --rate $((8 << 20)) ${SOAK_FAULTS:+--faults "$SOAK_FAULTS"}
 cfg=$WORK/soak.toml
 { echo "[cache]"; echo "dir = \"$WORK/cache\""; echo 'max_size = "12MiB"'; echo 'min_free = "0"'; echo 'checkpoint = "256KiB"'
+  [ "${SOAK_ENCRYPT:-0}" = 1 ] && { echo 'encrypt = true'; echo "key_command = \"echo $(openssl rand -hex 32)\""; }
   echo; echo "[pull]"; echo 'head_first = "64KiB"'; echo 'chunk_size = "256KiB"'
   echo; echo "[remote.lib]"; echo 'provider = "webdav"'; echo "url = \"http://127.0.0.1:$FAKE_PORT/dav/\""
   echo 'user = "demo"'; echo 'password = "demo-pass"'; } >"$cfg"
