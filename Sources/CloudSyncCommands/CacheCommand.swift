@@ -173,6 +173,8 @@ struct CacheCommand {
             }
         case "clear":
             let remote = context.arguments.value("remote")
+            // A remote gone from the config may still have cached tracks: those can be cleared too.
+            try Setup.checkRemoteName(remote, in: config, option: "--remote", alsoKnown: { try cache.status().remotes.map(\.remote) })
             if !context.arguments.has("yes") {
                 guard console.stdinIsTTY else {
                     throw UsageError(message: "cloudsync: cache clear deletes cached tracks; add --yes to confirm when not on a terminal",
@@ -192,9 +194,17 @@ struct CacheCommand {
             guard args.count == 2 else {
                 throw UsageError(message: "cloudsync: cache path takes no argument or REMOTE PATH", hint: "Run 'cloudsync cache path --help' for usage.")
             }
-            try Setup.checkRemoteName(args[0], in: config, option: "")
+            try Setup.checkRemoteName(args[0], in: config, option: "", alsoKnown: { try cache.status().remotes.map(\.remote) })
             guard let entry = try cache.entry(remote: args[0], path: args[1].trimmingCharacters(in: CharacterSet(charactersIn: "/"))) else {
-                throw CacheError(.notFound, "no track '\(args[1])' in remote '\(args[0])'; see 'cloudsync ls --offline'")
+                let known = try cache.knownPaths(remote: args[0])
+                let selection = PathSelection([args[1]], remote: args[0])
+                if known.contains(where: selection.selects) {
+                    throw UsageError(message: "cloudsync: '\(args[1])' is a folder of remote '\(args[0])'; cache path takes one track",
+                                     hint: "See 'cloudsync ls --offline --remote \(args[0]) \(args[1])'.")
+                }
+                let closest = selection.unmatched(in: known).first?.closest
+                throw UsageError(message: "cloudsync: no track '\(args[1])' in remote '\(args[0])'" + (closest.map { " (the closest is '\($0)')" } ?? ""),
+                                 hint: "See 'cloudsync ls --offline --remote \(args[0])'.")
             }
             if entry.sealed {
                 // Ciphertext: no player can read the file itself.

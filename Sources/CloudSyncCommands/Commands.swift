@@ -77,13 +77,23 @@ struct Setup {
             let near = nearest(provider, in: names).map { " Did you mean '\($0)'?" } ?? ""
             throw UsageError(message: "cloudsync: unknown provider '\(provider)'.\(near)", hint: "Providers: \(names.joined(separator: ", ")).")
         }
+        if remote == nil, let provider, let kind = ProviderRegistry.catalog.descriptor(named: provider.lowercased())?.kind,
+           !config.remotes.isEmpty, !config.remotes.contains(where: { $0.provider == kind }) {
+            throw UsageError(message: "cloudsync: --provider: no remote of provider \(kind.rawValue) in \(config.file ?? "the configuration").",
+                             hint: "Remotes: \(config.remotes.map { "\($0.name) (\($0.provider.rawValue))" }.joined(separator: ", ")).")
+        }
         return try config.select(remote: remote, provider: provider)
     }
 
-    /// Throws a usage error naming the configured remotes when `name` is not one of them.
-    static func checkRemoteName(_ name: String?, in config: Configuration, option: String) throws {
-        guard let name, !config.remotes.isEmpty, !config.remotes.contains(where: { $0.name == name }) else { return }
-        let names = config.remotes.map(\.name)
+    /// Throws a usage error naming the configured remotes when `name` is not one of them (nor of `alsoKnown`:
+    /// remotes the index still holds tracks of after they left the config).
+    static func checkRemoteName(_ name: String?, in config: Configuration, option: String,
+                                alsoKnown: () throws -> [String] = { [] }) throws {
+        guard let name, !config.remotes.contains(where: { $0.name == name }) else { return }
+        let alsoKnown = try alsoKnown()
+        guard !config.remotes.isEmpty || !alsoKnown.isEmpty, !alsoKnown.contains(name) else { return }
+        var names = config.remotes.map(\.name)
+        names += alsoKnown.filter { !names.contains($0) }
         let near = nearest(name, in: names).map { " Did you mean '\($0)'?" } ?? ""
         throw UsageError(message: "cloudsync: \(option.isEmpty ? "" : option + ": ")no remote '\(name)' in \(config.file ?? "the configuration").\(near)",
                          hint: "Remotes: \(names.joined(separator: ", ")).")

@@ -22,6 +22,11 @@ struct ListCommand {
         if args.has("cached") && args.has("missing") {
             throw UsageError(message: "cloudsync: --cached and --missing exclude each other", hint: "Run 'cloudsync ls --help' for usage.")
         }
+        let formats = ["json", "tsv", "m3u"].filter(args.has)
+        if formats.count > 1 {
+            throw UsageError(message: "cloudsync: \(formats.map { "--" + $0 }.joined(separator: " and ")) exclude each other (one output format)",
+                             hint: "Run 'cloudsync ls --help' for usage.")
+        }
         // Every option is read before any work: a usage error never waits for the network.
         let retries = try args.integer("retries", in: 0 ... 1000)
         let commandLineFilter = try FilterOptions.filter(args)
@@ -87,7 +92,8 @@ struct ListCommand {
         } else {
             context.console.out(ListingOutput.table(rows, long: args.has("long"), multipleRemotes: remotes.count > 1))
             // On stderr: stdout stays one record per line, for grep and wc.
-            if !rows.isEmpty && !args.has("quiet") { context.console.err(ListingOutput.summary(rows)) }
+            // Also when nothing matched ("0 tracks"): a filter that selects nothing is not mistaken for a hang.
+            if !args.has("quiet") { context.console.err(ListingOutput.summary(rows)) }
         }
         return .ok
     }

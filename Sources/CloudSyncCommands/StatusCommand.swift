@@ -22,7 +22,7 @@ struct StatusCommand {
         var names = config.remotes.map(\.name)
         names += status.remotes.map(\.remote).filter { !names.contains($0) }
         if let only = context.arguments.value("remote") {
-            _ = try config.select(remote: only, provider: nil)
+            try Setup.checkRemoteName(only, in: config, option: "--remote", alsoKnown: { status.remotes.map(\.remote) })
             names = [only]
         }
         let rows = names.map { name in
@@ -120,7 +120,9 @@ struct StatusCommand {
             if let run = row.run {
                 object["last_pull"] = [
                     "started": Self.iso(run.started), "ended": run.ended.map(Self.iso) ?? NSNull(),
-                    "outcome": row.outcome ?? run.outcome.rawValue, "exit_code": Int(run.exitCode),
+                    "outcome": row.outcome ?? run.outcome.rawValue,
+                    // A pull still running, or killed, has no exit code yet (null, not 0).
+                    "exit_code": run.ended == nil ? NSNull() : Int(run.exitCode) as Any,
                     "fetched_files": run.fetchedFiles, "fetched_bytes": run.fetchedBytes, "failed": run.failed,
                     "message": run.message ?? NSNull(),
                 ] as [String: Any]

@@ -38,6 +38,13 @@ import TestSupport
         (["login", "nope"], "no remote 'nope'", "Remotes: home, work."),
         (["cache", "path", "nope", "a.mp3"], "no remote 'nope'", "Remotes: home, work."),
         (["pull", "--bwlimit", "fast"], "--bwlimit expects a rate", ""),
+        // A provider no remote uses, and the commands that checked names on their own, say the same (were 3, 3, 0).
+        (["ls", "--offline", "--provider", "dropbox"], "--provider: no remote of provider dropbox", "Remotes: home (webdav), work (webdav)."),
+        (["status", "--remote", "nope"], "no remote 'nope'", "Remotes: home, work."),
+        (["cache", "clear", "--remote", "nope", "--yes"], "no remote 'nope'", "Remotes: home, work."),
+        // A track that is not there: exit 2 like every PATH that matches nothing (was 1).
+        (["cache", "path", "home", "Rok/a.mp3"], "no track 'Rok/a.mp3' in remote 'home'", "cloudsync ls --offline --remote home"),
+        (["ls", "--offline", "--json", "--tsv"], "--json and --tsv exclude each other", ""),
     ])
     func unknownNamesAreUsageErrors(arguments: [String], message: String, hint: String) throws {
         let dir = try CLI.temporaryDirectory()

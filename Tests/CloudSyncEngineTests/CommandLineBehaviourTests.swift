@@ -69,6 +69,8 @@ import TestSupport
         #expect(ls.stdout.contains(shown) && !ls.stdout.unicodeScalars.contains { $0.value == 0x1B || $0 == "\r" }, "stdout: \(ls.stdout)")
         #expect(ls.stdout.split(separator: "\n").count == 2, "one line per track, the count on stderr: \(ls.stdout)")
         #expect(ls.stderr.contains("2 tracks"))
+        let none = try fixture.env.run(["ls", "--offline", "--artist", "nobody"])
+        #expect(none.status == 0 && none.stdout.isEmpty && none.stderr.contains("0 tracks, 0 B; 0 cached"), "stderr: \(none.stderr)")
         let json = try fixture.env.index()
         #expect(json[name] != nil, "--json keeps the name as it is")
         let tsv = try fixture.env.run(["ls", "--offline", "--tsv"])
@@ -91,6 +93,11 @@ import TestSupport
         #expect(partial.stderr.contains("lib/Album/track 0.mp3 is not complete") && partial.stderr.contains("/partial/"), "stderr: \(partial.stderr)")
         let complete = try fixture.env.run(["cache", "path", "lib", "Album/track 1.mp3"])
         #expect(complete.status == 0 && complete.stdout == fixture.env.tracks.appendingPathComponent("Album/track 1.mp3").path + "\n")
+        let typo = try fixture.env.run(["cache", "path", "lib", "Album/track 2.mp3"])
+        #expect(typo.status == 2 && (typo.stderr.contains("(the closest is 'Album/track 0.mp3')") || typo.stderr.contains("(the closest is 'Album/track 1.mp3')")),
+                "stderr: \(typo.stderr)")
+        let folder = try fixture.env.run(["cache", "path", "lib", "Album"])
+        #expect(folder.status == 2 && folder.stderr.contains("'Album' is a folder of remote 'lib'"), "stderr: \(folder.stderr)")
 
         try fixture.server.setFaults("[]")
         let rm = try fixture.env.run(["cache", "rm", "Album/track 1.mp3"])

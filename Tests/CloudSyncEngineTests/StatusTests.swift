@@ -66,6 +66,11 @@ import Testing
         try cache.recordPullStart(remote: env.remote)
         let killed = try env.run(["status"])
         #expect(killed.stdout.contains(": killed"), "\(killed.stdout)")
+        let killedJSON = try env.run(["status", "--json"])
+        let killedRun = (((try JSONSerialization.jsonObject(with: Data(killedJSON.stdout.utf8)) as? [String: Any])?["remotes"]
+            as? [[String: Any]])?.first?["last_pull"] as? [String: Any]) ?? [:]
+        #expect(killedRun["outcome"] as? String == "killed")
+        #expect(killedRun["exit_code"] is NSNull && killedRun["ended"] is NSNull, "a pull that never ended has no exit code: \(killedRun)")
         // While a pull holds the lock, status names it (and takes nothing).
         let lock = try await cache.pullLock(remote: env.remote, wait: false)
         let running = try env.run(["status", "--json"])
