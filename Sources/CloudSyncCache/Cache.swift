@@ -89,6 +89,16 @@ public final class Cache: Sendable {
             }
             try IndexSchema.migrate(db)
             try CacheEncryption.check(db, encryption: encryption, root: rootPath, checkingMode: checkingMode)
+            if encryption.sealsNewFiles,
+               try db.first("SELECT 1 FROM settings WHERE name = ?", [.text(alignedStartSetsSetting)], { $0.int(0) }) == nil {
+                do {
+                    let aligned = try alignStartSetsToSealedBlocks(db)
+                    if aligned > 0 { logger.info("counted the start sets of \(aligned) tracks as the whole encrypted blocks they take on disk") }
+                } catch {
+                    // A full disk, a busy index: the plans undercount encrypted heads a little until a later open.
+                    logger.warning("could not count the start sets as encrypted blocks yet: \(error)")
+                }
+            }
             let nameRules = try Self.nameRules(db, partialFD: opened[2], logger: logger)
             // Only an optimisation: without it every read goes through `db`.
             let reader = exclusive ? nil : try? Database(path: rootPath + "/index.sqlite", reader: true)

@@ -388,7 +388,12 @@ extension Cache {
         try withDatabase { db throws(CacheError) in
             try db.withTransaction { () throws(CacheError) in
                 try CacheEncryption.setMode(sealing ? .encrypting : .decrypting, key: key, db)
+                // Plaintext needs no alignment (an aligned start set still covers its bytes), but a later
+                // `cache encrypt` must align what was recorded meanwhile.
+                if !sealing { _ = try db.run("DELETE FROM settings WHERE name = ?", [.text(Self.alignedStartSetsSetting)]) }
             }
+            // From now on new heads are sealed blocks: count them so (the writers record them aligned).
+            if sealing { try Self.alignStartSetsToSealedBlocks(db) }
         }
         var report = ConversionReport()
         let rows = try withDatabase { db throws(CacheError) in
@@ -512,5 +517,38 @@ extension Cache {
             }
         }
         return (carried.byteCount, present.byteCount - carried.byteCount)
+    }
+}
+
+extension Cache {
+    /// The `settings` row saying the recorded start sets are whole sealed blocks.
+    static let alignedStartSetsSetting = "start_sets_in_sealed_blocks"
+
+    /// Rounds every recorded start set out to whole sealed blocks (``SealedLayout/aligned(_:)-(ByteRanges)``), as
+    /// a sealing writer records them (``EntryWriter/setStartSet(_:tags:duration:policy:)``). An encrypted cache
+    /// stores a head as whole 64 KiB blocks, so a start set counted at its exact bytes made every plan
+    /// undercount — a head of 512 KiB + 45 bytes and a 128 KiB tail takes 768 KiB — and pulls went over the
+    /// budget (by 12 % with 1.4 MiB MP3s) while `cache evict` offered to shrink blocks it could not. Run when a
+    /// cache that seals opens for the first time since (start sets recorded in plaintext or by an older
+    /// build) and after `cache encrypt`; idempotent. Returns how many entries changed.
+    @discardableResult
+    static func alignStartSetsToSealedBlocks(_ db: Database) throws(CacheError) -> Int {
+        try db.withTransaction { () throws(CacheError) -> Int in
+            let rows = try db.query("SELECT id, size, start_set, state, ranges FROM files WHERE start_set IS NOT NULL") { row in
+                (id: row.int(0), size: row.int(1), startSet: ByteRanges(encoded: row.blob(2)), complete: row.int(3) == 2,
+                 ranges: ByteRanges(encoded: row.blob(4)) ?? ByteRanges())
+            }
+            var changed = 0
+            for row in rows {
+                guard let startSet = row.startSet, !startSet.isEmpty, let layout = SealedLayout(plainSize: row.size) else { continue }
+                let aligned = layout.aligned(startSet)
+                guard aligned != startSet else { continue }
+                let head = row.complete || row.ranges.isSuperset(of: aligned)
+                changed += try db.run("UPDATE files SET start_set = ?, start_bytes = ?, head = ? WHERE id = ?",
+                                      [.blob(aligned.encoded), .int(aligned.byteCount), .int(head ? 1 : 0), .int(row.id)])
+            }
+            _ = try db.run("INSERT OR REPLACE INTO settings(name, value) VALUES (?, '1')", [.text(alignedStartSetsSetting)])
+            return changed
+        }
     }
 }

@@ -898,8 +898,11 @@ public final class EntryWriter: Sendable {
     /// changed (for a complete entry; otherwise that next write does).
     /// `policy`: the engine's key of the policy it was computed under (a pull under another derives it again).
     public func setStartSet(_ ranges: ByteRanges, tags: String?, duration: Double?, policy: String? = nil) throws(CacheError) {
+        // Sealed, the head is stored as whole blocks: the start set is what it takes (``Cache/alignStartSetsToSealedBlocks(_:)``).
+        let clipped = ranges.intersection(ByteRanges(0 ..< size))
+        let startSet = sealedLayout.map { $0.aligned(clipped) } ?? clipped
         try durable.withLock { (d: inout Durable) throws(CacheError) in
-            d.startSet = ranges.intersection(ByteRanges(0 ..< size))
+            d.startSet = startSet
             d.tags = tags
             d.duration = duration
             d.startPolicy = policy

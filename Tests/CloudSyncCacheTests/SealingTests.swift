@@ -235,6 +235,34 @@ import TestSupport
         #expect(try again.read(size - 3 ..< size) == Data(pattern(size - 3 ..< size)))
     }
 
+    /// A sealed head is stored as whole blocks, so its start set is recorded as those blocks (what the budget
+    /// counts); one recorded unaligned (by an older build) is aligned when a sealing cache next opens.
+    @Test func startSetsAreTheWholeBlocksTheirHeadTakes() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let key = CacheKey.random()
+        let size: Int64 = 1_000_000
+        let exact = ByteRanges([0 ..< 70_000, size - 128 ..< size])
+        let blocks = ByteRanges([0 ..< 131_072, 983_040 ..< size])
+        do {
+            let cache = try sealedCache(dir, key: key)
+            try cache.upsert(remote: "r", file: remoteFile("a.mp3", size: size))
+            let writer = try cache.openWriter(remote: "r", path: "a.mp3")
+            try writer.setStartSet(exact, tags: nil, duration: nil)
+            writer.close()
+            #expect(try cache.row(remote: "r", path: "a.mp3")?.startSet == blocks)
+            // As an older build left it.
+            try cache.withDatabase { db throws(CacheError) in
+                _ = try db.run("UPDATE files SET start_set = ?, start_bytes = ?", [.blob(exact.encoded), .int(exact.byteCount)])
+                _ = try db.run("DELETE FROM settings WHERE name = ?", [.text(Cache.alignedStartSetsSetting)])
+            }
+        }
+        let reopened = try sealedCache(dir, key: key)
+        #expect(try reopened.row(remote: "r", path: "a.mp3")?.startSet == blocks)
+        let planned = try reopened.planningRows().first?.startBytes
+        #expect(planned == blocks.byteCount)
+    }
+
     /// Closing with half a block in memory loses that block only; reopening keeps the sealed blocks; a reset
     /// makes a new salt (a new key) so other bytes are never sealed under the old nonces.
     @Test func reopenKeepsBlocksAndResetChangesTheKey() throws {

@@ -266,6 +266,39 @@ import Testing
         try Self.expectClaimsMatch(fixture.env, libraries: ["lib": fixture.library])
     }
 
+    /// An encrypted cache stores a head as whole 64 KiB blocks: a head is counted so. Three 1.4 MB tracks whose
+    /// heads (here the first 320 KiB and the last 128 KiB) fit a budget of 1.5 MB in plaintext (1.38 MB) but take
+    /// 1.57 MB sealed (the tail starts inside a block). Before, the plan counted the plaintext bytes, every pull
+    /// left the cache over its budget, and `cache evict` offered to shrink each track by what it then could not.
+    /// Both for a cache encrypted from the start and for one converted by `cache encrypt` after its heads came.
+    @Test(arguments: [false, true])
+    func encryptedHeadsAreCountedAsTheBlocksTheyTake(converted: Bool) throws {
+        let size = 1_441_376
+        let files = (0 ..< 3).map { ("Album/t\($0).mp3", size) }
+        let budget: Int64 = 1_500_000
+        let budgetLines = ["max_size = \"\(budget)B\"", #"min_free = "0""#]
+        let fixture = try Fixture(seed: 90, files: files, cache: budgetLines + (converted ? [] : ["encrypt = true"]))
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        if converted {
+            let plaintext = try Self.held(fixture.env)
+            #expect(plaintext > 1_300_000 && plaintext <= budget, "the plaintext heads fit: nothing to convert tested (\(plaintext) B)")
+            try fixture.env.write(remoteLines: Env.webdavLines(fixture.server.url), cache: budgetLines + ["encrypt = true"])
+            let encrypt = try fixture.env.run(["cache", "encrypt"])
+            #expect(encrypt.status == 0, "stderr: \(encrypt.stderr)")
+            #expect(try fixture.env.run(["pull"]).status == 0)
+        }
+        #expect(try Self.held(fixture.env) <= budget)
+        let evict = try fixture.env.run(["cache", "evict", "--dry-run"])
+        #expect(evict.status == 0 && !evict.stdout.contains("would shrink"), "stdout: \(evict.stdout)")
+        let rows = try Self.rows(fixture.env)
+        #expect(rows.count == 3 && rows.allSatisfy { $0["state"] as? String == "head" }, "\(rows.map { $0["state"] ?? "?" })")
+        try fixture.server.reset()
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        #expect(try fixture.server.stats()["get"] == 0, "a plan that fits is kept: nothing fetched again")
+        #expect(try Self.held(fixture.env) <= budget)
+    }
+
     /// serve's keeper (`CacheBudget.keepWithin(sparing:)`): over the budget, the cache comes down to its plan —
     /// but a track a player has open is left as it is, and the next call, once it let go, reduces that one too.
     /// Real MP3s (ffmpeg, 90 s at 128 kbit/s), a budget that holds only some whole: a head's first request covers
