@@ -443,17 +443,17 @@ struct SchemaReader {
                 throw fail("\(key) must be greater than zero, got \(bytes)", at: node.position)
             }
             guard bytes <= Self.maximumSize else {
-                throw fail("\(key) must be at most 1EiB, got \(bytes)", at: node.position)
+                throw fail("\(key) must be at most 1 EiB (\"1048576TiB\"), got \(bytes)", at: node.position)
             }
             return bytes
         case .string: text = try resolve(node, path: path + "." + key)
         default: throw fail("\(key) must be a size like \"8MiB\", got \(node.value.typeName)", at: node.position)
         }
         guard let bytes = ByteSize.parse(text) else {
-            throw fail("\(key) must be a size like \"512KiB\", \"8MiB\" or \"10GiB\", got \"\(text)\"", at: node.position)
+            throw fail("\(key) must be a size like \"512KiB\", \"8MiB\" or \"10GiB\" (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), got \"\(text)\"", at: node.position)
         }
         guard bytes <= Self.maximumSize else {
-            throw fail("\(key) must be at most 1EiB, got \"\(text)\"", at: node.position)
+            throw fail("\(key) must be at most 1 EiB (\"1048576TiB\"), got \"\(text)\"", at: node.position)
         }
         guard bytes > 0 || (allowingZero && bytes == 0) else {
             throw fail("\(key) must be greater than zero, got \"\(text)\"", at: node.position)
