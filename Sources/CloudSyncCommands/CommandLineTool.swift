@@ -22,21 +22,33 @@ public enum CommandLineTool {
             return report(error, console: Console(environment: environment, level: .error)).rawValue
         }
         let console = Console(environment: environment, level: level, logFile: logFile)
+        let code: ExitCode
         if parsed.wantsHelp {
             let renderer = HelpRenderer(programName: "cloudsync", globals: CommandTree.globals)
             console.out(renderer.render(parser.spec(at: parsed.commandPath), path: parsed.commandPath))
-            return ExitCode.ok.rawValue
-        }
-        if parsed.has("version") {
+            code = .ok
+        } else if parsed.has("version") {
             console.out(versionText(verbose: parsed.has("verbose")))
-            return ExitCode.ok.rawValue
+            code = .ok
+        } else {
+            let context = CommandContext(arguments: parsed, console: console, environment: environment)
+            do {
+                code = try await Commands.run(context)
+            } catch {
+                code = report(error, console: console)
+            }
         }
-        let context = CommandContext(arguments: parsed, console: console, environment: environment)
-        do {
-            return try await Commands.run(context).rawValue
-        } catch {
-            return report(error, console: console).rawValue
-        }
+        return checkingOutput(code, console: console).rawValue
+    }
+
+    /// `code`, unless stdout lost output (a full disk under `> library.m3u`, `/dev/full`): then that is said and
+    /// the exit is 74, so a cron job does not keep a cut playlist or JSON for a whole one. (A command that
+    /// failed otherwise keeps its own code.)
+    static func checkingOutput(_ code: ExitCode, console: Console) -> ExitCode {
+        guard let failure = console.stdoutWriteError else { return code }
+        console.err("cloudsync: \(console.paint("error:", "31")) writing the output to stdout failed: \(String(cString: strerror(failure)))"
+            + (failure == ENOSPC ? " (the disk is full)" : "") + "; what was written is incomplete\n")
+        return code == .ok || code == .partialFailure ? .ioError : code
     }
 
     /// `cloudsync VERSION`, and with `verbose` the C libraries loaded at run time (what a bug report needs).

@@ -25,6 +25,14 @@ final class Console: Sendable {
     /// `$COLUMNS`, used when the width of stderr cannot be asked (not a terminal).
     private let columns: Int?
     private let screen = Mutex(Screen())
+    /// The errno of the first write to stdout that failed (0: none): a full disk under `> playlist.m3u` from cron.
+    private let stdoutFailure = Atomic<Int32>(0)
+
+    /// Why stdout lost output, if it did (``CommandLineTool`` turns that into an error and exit 74).
+    var stdoutWriteError: Int32? {
+        let e = stdoutFailure.load(ordering: .relaxed)
+        return e == 0 ? nil : e
+    }
 
     private struct Screen {
         /// The live area's lines as drawn now (empty: none).
@@ -101,17 +109,24 @@ final class Console: Sendable {
 
     private func write(_ fd: Int32, _ text: String, aroundFrame: Bool) {
         screen.withLock { screen in
+            let failure: Int32
             if aroundFrame && !screen.frame.isEmpty {
                 Self.writeAll(STDERR_FILENO, Self.erase(screen.frame.count))
-                Self.writeAll(fd, text)
+                failure = Self.writeAll(fd, text)
                 Self.writeAll(STDERR_FILENO, Self.draw(screen.frame))
             } else {
-                Self.writeAll(fd, text)
+                failure = Self.writeAll(fd, text)
+            }
+            // A closed pipe (`cloudsync ls | head`) is the reader's choice, not lost output.
+            if fd == STDOUT_FILENO, failure != 0, failure != EPIPE {
+                _ = stdoutFailure.compareExchange(expected: 0, desired: failure, ordering: .relaxed)
             }
         }
     }
 
-    private static func writeAll(_ fd: Int32, _ text: String) {
+    /// Writes all of `text`; the errno that stopped it, or 0.
+    @discardableResult
+    private static func writeAll(_ fd: Int32, _ text: String) -> Int32 {
         let data = Array(text.utf8)
         var offset = 0
         while offset < data.count {
@@ -119,9 +134,11 @@ final class Console: Sendable {
                 guard let base = buffer.baseAddress else { return 0 }
                 return Foundation.write(fd, base + offset, buffer.count - offset)
             }
-            if n <= 0 { if errno == EINTR { continue }; return }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return n == 0 ? EIO : errno }
             offset += n
         }
+        return 0
     }
 }
 

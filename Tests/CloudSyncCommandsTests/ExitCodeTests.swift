@@ -56,6 +56,19 @@ import TestSupport
         #expect(!r.stderr.contains("cloudsync: error: cloudsync:"), "the program's name once: \(r.stderr)")
     }
 
+    /// Output that cannot be written — a full disk under `> library.m3u` from cron, here `/dev/full` — is an
+    /// error, exit 74. Before, the exit was 0 with the file cut short and nothing said.
+    @Test(arguments: [["--help"], ["ls", "--offline", "--json"], ["ls", "--m3u"], ["config", "show"]])
+    func outputThatCannotBeWrittenIsAnError(arguments: [String]) throws {
+        let dir = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = try Self.config(in: dir)
+        let r = try CLI.run(["-c", #"exec "$0" "$@" > /dev/full"#, CLI.executable.path] + arguments + ["--config", file.path],
+                            environment: ["XDG_STATE_HOME": dir.path], program: URL(fileURLWithPath: "/bin/sh"))
+        #expect(r.status == 74, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("writing the output to stdout failed: No space left on device (the disk is full)"), "stderr: \(r.stderr)")
+    }
+
     /// A dry run, like ls, retries a host that cannot be reached once, then exits 5 (#20.4, #20.8).
     @Test func dryRunOfAnUnreachableCloudRetriesOnce() throws {
         let dir = try CLI.temporaryDirectory()
