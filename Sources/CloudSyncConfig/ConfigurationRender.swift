@@ -54,7 +54,10 @@ extension Configuration {
             ]
             for (key, value) in optional {
                 if value == nil && environmentReferences[path + "." + key] == nil { continue }
-                lines.append(entry(path + "." + key, key, Schema.secrets.contains(key) ? .secret : .text(value ?? "")))
+                // password_command is a secret too (it may print the password itself: `echo …`), and so is the
+                // password part of a URL's user info.
+                let secret = Schema.secrets.contains(key) || key == "password_command"
+                lines.append(entry(path + "." + key, key, secret ? .secret : .text(value.map(Self.maskingURLPassword) ?? "")))
             }
             let filter = remote.filterKeys
             if !filter.include.isEmpty { lines.append("include = [" + filter.include.map(Self.quoted).joined(separator: ", ") + "]") }
@@ -89,6 +92,14 @@ extension Configuration {
         case .text(let text): return "\(key) = \(Self.quoted(text))"
         case .secret: return "\(key) = \"********\""
         }
+    }
+
+    /// `text` with the password of a URL's user info (`https://me:secret@host/`) replaced by `********`.
+    static func maskingURLPassword(_ text: String) -> String {
+        guard text.contains("@"), var components = URLComponents(string: text), components.percentEncodedPassword != nil,
+              components.host != nil else { return text }
+        components.percentEncodedPassword = "********"
+        return components.string ?? text
     }
 
     /// A TOML basic string (a JSON string literal is one: the same escapes, control characters and DEL included).

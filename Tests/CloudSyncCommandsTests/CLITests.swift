@@ -143,5 +143,12 @@ struct CLI {
         #expect(r.status == 0, "stderr: \(r.stderr)")
         #expect(!r.stdout.contains("hunter2-secret"))
         #expect(r.stdout.contains("nas"))
+        // A password in the URL's user info and a password_command (it may print the password itself) too.
+        try "[remote.nas]\nprovider = \"webdav\"\nurl = \"https://me:url-s3cret@nas.local/dav/\"\npassword_command = \"echo cmd-s3cret\"\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let both = try CLI.run(["config", "show", "--config", file.path])
+        #expect(both.status == 0, "stderr: \(both.stderr)")
+        #expect(!both.stdout.contains("url-s3cret") && !both.stdout.contains("cmd-s3cret"), "stdout: \(both.stdout)")
+        #expect(both.stdout.contains("url = \"https://me:********@nas.local/dav/\""), "stdout: \(both.stdout)")
     }
 }
