@@ -221,6 +221,17 @@ struct SchemaReader {
         config.user = try string("user", in: table, path: path)?.0
         config.password = try secret("password", in: table, path: path, unset: &config.unsetSecrets)
         config.passwordCommand = try secret("password_command", in: table, path: path, unset: &config.unsetSecrets)
+        // The URL's user info fills in user and password (docs/webdav.md); one that says otherwise than the keys is
+        // refused here too, so `config check` does not pass what every command then refuses.
+        if let url = config.url, let at = table["url"]?.position,
+           let comps = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            for (what, fromURL, configured) in [("user name", comps.user, config.user), ("password", comps.password, config.password)] {
+                if let fromURL, !fromURL.isEmpty, let configured, !configured.isEmpty, fromURL != configured {
+                    throw fail("url carries a \(what) that differs from the configured one; keep one of them "
+                        + "(better: remove it from url and use user and password_command)", at: at)
+                }
+            }
+        }
         config.caFile = try caFile(in: table, path: path)
         config.options = try options(of: descriptor, in: table, path: path)
         try readFilter(table, path: path, into: &config)
