@@ -51,5 +51,20 @@ public struct ProviderError: Error, Sendable, CustomStringConvertible {
     /// Whether the pacer may retry the same request.
     public var isRetryable: Bool { code == .rateLimited || code == .transient || code == .unreachable }
 
+    /// This error once its retries are spent: the advice that promised them ("cloudsync waits 1 s (Retry-After)
+    /// and retries", "cloudsync retries with backoff") says instead that it gave up after `retries`; the rest is kept.
+    public func givenUp(after retries: Int) -> ProviderError {
+        var copy = self
+        let gaveUp = retries == 0 ? "cloudsync does not retry here" : "cloudsync gave up after \(retries) \(retries == 1 ? "retry" : "retries")"
+        for promise in ["cloudsync retries with backoff"] where copy.message.contains(promise) {
+            copy.message = copy.message.replacingOccurrences(of: promise, with: gaveUp)
+        }
+        if let start = copy.message.range(of: "cloudsync waits"),
+           let end = copy.message.range(of: "and retries", range: start.upperBound ..< copy.message.endIndex) {
+            copy.message.replaceSubrange(start.lowerBound ..< end.upperBound, with: gaveUp)
+        }
+        return copy
+    }
+
     public var description: String { message }
 }

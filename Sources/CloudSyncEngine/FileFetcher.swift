@@ -455,7 +455,8 @@ struct FileFetcher: Sendable {
                 _ = try await currentDownload(job, refused: (download, version, status))
             default:
                 let context = "downloading \(job.file.path) from \(outcome.head.url.host ?? "the server")"
-                throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody, context: context)
+                throw ProviderError.fromHTTP(status: status, headers: outcome.head.headers, body: outcome.errorBody, context: context,
+                                             remote: job.remote)
                     ?? ProviderError(.invalidResponse, "\(context): unexpected HTTP \(status)", status: status)
             }
         }

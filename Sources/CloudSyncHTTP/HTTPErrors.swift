@@ -24,9 +24,10 @@ extension ProviderError {
     /// The kit's ``StatusTable`` for an answer nobody reads the body of (content hosts, tests): nil below 400.
     /// `context` names the operation and host (never a token or a query string), e.g.
     /// "GET https://api.example.com/v1/files"; a short excerpt of a textual body follows the status.
+    /// `remote`: the remote's name, so a refusal's advice names the login to run.
     public static func fromHTTP(status: Int, headers: HTTPHeaders, body: Data = Data(), context: String,
-                                now: Date = Date()) -> ProviderError? {
-        ErrorAnswer(provider: "the server", remote: nil, call: context, status: status, headers: headers,
+                                remote: String? = nil, now: Date = Date()) -> ProviderError? {
+        ErrorAnswer(provider: "the server", remote: remote, call: context, status: status, headers: headers,
                     detail: bodyExcerpt(body).map { ": \($0)" }, now: now).standard
     }
 

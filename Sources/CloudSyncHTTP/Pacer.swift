@@ -57,7 +57,8 @@ public final class Pacer: Sendable {
     /// Runs `operation`, retrying it while it throws a retryable `ProviderError`, up to `policy.retries` times.
     /// Before each attempt it waits while the remote is paused. A retryable error with `retryAfter` waits exactly
     /// that long; `.rateLimited` errors (with or without `retryAfter`) pause the whole remote. Rethrows the last
-    /// error (or any non-retryable one, or `CancellationError`) unchanged. A download that did not start because the
+    /// error (its advice saying it gave up: ``ProviderError/givenUp(after:)``), or any non-retryable one, or
+    /// `CancellationError`, unchanged. A download that did not start because the
     /// remote was paused while it waited for a transfer slot (``TransferSlot/Deferred``) is asked again, not counted.
     public func run<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
         var attempt = 0
@@ -77,6 +78,9 @@ public final class Pacer: Sendable {
                 } else {
                     try await sleep(delay)
                 }
+            } catch let error as ProviderError where error.isRetryable {
+                // Spent: its advice must not promise a retry in the final report.
+                throw error.givenUp(after: attempt)
             }
         }
     }

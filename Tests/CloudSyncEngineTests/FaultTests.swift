@@ -134,6 +134,8 @@ import Testing
         let r = try fixture.env.run(["pull"])
         #expect(r.status == 4, "stderr: \(r.stderr)")
         #expect(r.stderr.contains("401") || r.stderr.lowercased().contains("credentials"), "stderr: \(r.stderr)")
+        // The advice names this remote's login, not a placeholder.
+        #expect(r.stderr.contains("cloudsync login lib`") && !r.stderr.contains("login NAME"), "stderr: \(r.stderr)")
     }
 
     /// A download that answers 404 even after resolving again fails that file only (exit 1), others complete.

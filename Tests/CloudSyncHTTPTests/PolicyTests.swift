@@ -120,6 +120,23 @@ struct PacerTests {
         let error = await #expect(throws: ProviderError.self) { try await client.send(HTTPRequest(url: server.url("/status/502"))) }
         #expect(error?.code == .transient)
         #expect(clock.sleeps.count == 3)
+        // The final error no longer promises a retry (a pull's report printed "cloudsync retries with backoff").
+        #expect(error?.message.contains("cloudsync gave up after 3 retries") == true && error?.message.contains("retries with backoff") == false,
+                "\(error?.message ?? "")")
+    }
+
+    /// The advice of a spent error, for each wording that promised a retry.
+    @Test(arguments: [
+        ("GET: HTTP 503 — the server is throttling requests; cloudsync waits 1 s (Retry-After) and retries", 10,
+         "GET: HTTP 503 — the server is throttling requests; cloudsync gave up after 10 retries"),
+        ("GET: HTTP 502 — temporary server failure; cloudsync retries with backoff", 1,
+         "GET: HTTP 502 — temporary server failure; cloudsync gave up after 1 retry"),
+        ("GET: HTTP 429 — the server is throttling requests; cloudsync waits and retries", 0,
+         "GET: HTTP 429 — the server is throttling requests; cloudsync does not retry here"),
+        ("connection refused", 2, "connection refused"),
+    ])
+    func aSpentErrorSaysItGaveUp(message: String, retries: Int, expected: String) {
+        #expect(ProviderError(.rateLimited, message).givenUp(after: retries).message == expected)
     }
 }
 
