@@ -88,7 +88,7 @@ let package = Package(
             "CloudSyncEngine", "CloudSyncCache", "CloudSyncHTTP", "WebDAV", "YandexDisk", "TestSupport",
         ]),
         .testTarget(name: "CloudSyncAuthTests", dependencies: ["CloudSyncAuth", "CloudSyncProviders", "TestSupport"]),
-        .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "TestSupport", "cloudsync"],
+        .testTarget(name: "CloudSyncCommandsTests", dependencies: ["CloudSyncCommands", "CloudSyncEngine", "TestSupport", "cloudsync"],
                     exclude: ["Snapshots"]),
         /// Also runs the built `cloudsync` (serve, ls, pull) against the fakes, and real players (ffmpeg, mpd, rclone).
         .testTarget(name: "CloudSyncServerTests", dependencies: [

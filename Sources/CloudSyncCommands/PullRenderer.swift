@@ -176,7 +176,12 @@ final class PullRenderer: Sendable {
             : "library \(ByteSize.format(s.libraryBytes)) within budget \(ByteSize.format(s.budget)): "
         line += "\(tracks(s.complete)) complete, \(s.headOnly) \(s.headOnly == 1 ? "head" : "heads") only"
         if s.none > 0 { line += ", \(tracks(s.none)) without a head (\(headsAdvice(s.headsBytes, limitedByDisk: s.limitedByDisk)))" }
-        if let full = s.fullHeadsBytes { line += "; \(shortenedAdvice(s.heads.policy, fullHeadsBytes: full, limitedByDisk: s.limitedByDisk))" }
+        if s.fullHeadsBytes != nil && s.none > 0 {
+            // Not "so that every track keeps one": some keep none even at the shortest step.
+            line += "; heads shortened to \(s.heads.policy), and still not every track has one"
+        } else if let full = s.fullHeadsBytes {
+            line += "; \(shortenedAdvice(s.heads.policy, fullHeadsBytes: full, limitedByDisk: s.limitedByDisk))"
+        }
         if s.pinnedOverBudget { line += "; pinned tracks alone exceed the budget" }
         if s.libraryExceedsBudget && !after { line += "; pin what you want offline" }
         return line
@@ -245,7 +250,7 @@ final class PullRenderer: Sendable {
 /// `headsBytes` is ``CachePlan/headsBytes``.
 func headsAdvice(_ headsBytes: Int64, limitedByDisk: Bool) -> String {
     "a budget of about \(ByteSize.format(headsBytes)) fits every head: "
-        + "\(limitedByDisk ? "free disk space" : "raise cache.max_size to that") for every track to start at once"
+        + "\(limitedByDisk ? "free disk space (or lower cache.min_free)" : "raise cache.max_size to that") for every track to start at once"
 }
 
 /// What a library whose heads fit only shortened says (`pull`, `cache status`, `status` alike): `fullHeadsBytes` is
@@ -257,7 +262,7 @@ func shortenedAdvice(_ heads: HeadPolicy, fullHeadsBytes: Int64, limitedByDisk: 
 /// Why heads are shorter than configured, and what keeps the configured ones.
 func shortenedReason(fullHeadsBytes: Int64, limitedByDisk: Bool) -> String {
     "so that every track keeps one (a budget of about \(ByteSize.format(HeadFit.budgetKeeping(fullHeadsBytes))) keeps pull.head_first and "
-        + "pull.head_seconds: \(limitedByDisk ? "free disk space" : "raise cache.max_size to that"))"
+        + "pull.head_seconds: \(limitedByDisk ? "free disk space (or lower cache.min_free)" : "raise cache.max_size to that"))"
 }
 
 /// `1 file`, `2 files`: a count with the word in its singular or plural form.

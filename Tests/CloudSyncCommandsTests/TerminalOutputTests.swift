@@ -1,4 +1,5 @@
 @testable import CloudSyncCommands
+import CloudSyncEngine
 import Foundation
 import Testing
 
@@ -84,5 +85,28 @@ import Testing
         renderer.handle(.progress(remote: "lib", path: "c.mp3", bytes: 1 << 20))
         #expect(renderer.statsLine().hasSuffix(", 2 running"), "\(renderer.statsLine())")
         #expect(renderer.statsLine().hasPrefix("stats: 1 of 3 files, 2.3 MiB of 3.0 MiB (75 %)"), "\(renderer.statsLine())")
+    }
+}
+
+/// The line a pull prints when the library does not fit its budget.
+@Suite struct BudgetLineTests {
+    static func summary(none: Int, headOnly: Int, limitedByDisk: Bool) throws -> BudgetSummary {
+        let json = """
+            {"budget": 0, "planned_bytes": 0, "library_bytes": 84000000, "complete": 0, "head_only": \(headOnly), "none": \(none),
+             "heads_bytes": 3000000, "heads": {"first": 65536, "seconds": 2, "tail": 65536}, "full_heads_bytes": 20000000,
+             "reduced": 0, "freed_bytes": 0, "pinned_over_budget": false, "limited_by_disk": \(limitedByDisk)}
+            """
+        return try JSONDecoder().decode(BudgetSummary.self, from: Data(json.utf8))
+    }
+
+    /// Heads shortened to the last step and still not every track has one (a disk whose `min_free` leaves no room):
+    /// the line does not claim the shortening kept one for every track, and names min_free. It did both before.
+    @Test func shortenedHeadsThatStillDoNotFitAreNotSaidToFit() throws {
+        let line = PullRenderer.budgetLine(try Self.summary(none: 32, headOnly: 0, limitedByDisk: true), after: false)
+        #expect(!line.contains("so that every track keeps one"), "\(line)")
+        #expect(line.contains("32 tracks without a head") && line.contains("heads shortened to") && line.contains("still not every track has one"), "\(line)")
+        #expect(line.contains("free disk space (or lower cache.min_free)"), "\(line)")
+        let fits = PullRenderer.budgetLine(try Self.summary(none: 0, headOnly: 32, limitedByDisk: false), after: false)
+        #expect(fits.contains("so that every track keeps one") && fits.contains("raise cache.max_size"), "\(fits)")
     }
 }
