@@ -189,6 +189,9 @@ struct CacheCommand {
             }
             let report = try cache.clear(remote: remote)
             if !quiet { console.out("cleared \(counted(report.evicted.count, "track")) (\(ByteSize.format(report.freedBytes))); pinned tracks kept: \(report.keptPinned)\n") }
+            // As `cache rm` says it: a track a pull or serve is writing now is left to it (run clear again after).
+            for busy in report.skippedBusy { console.err("cloudsync: \(TerminalText.escape(busy)) is being written by another process; left as it is\n") }
+            if !report.skippedBusy.isEmpty { return .partialFailure }
         case "path":
             let args = context.arguments.positionals
             guard args.count == 2 else {

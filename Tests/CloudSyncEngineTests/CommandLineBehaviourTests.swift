@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CloudSyncCache
 import Foundation
 import Testing
 import TestSupport
@@ -77,6 +78,21 @@ import TestSupport
         let fields = tsv.stdout.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
         #expect(fields.count == 2 && fields.allSatisfy { $0.count == 6 && $0[0] == "lib" && $0[2] == "cached" }, "stdout: \(tsv.stdout)")
         #expect(fields.contains { $0[1] == "Evil/plain.mp3" && $0[3] == "10000" && $0[4] == "10000" })
+    }
+
+    /// `cache clear` leaves a track another process is writing and says so (exit 1), as `cache rm` does; before,
+    /// it said only "cleared N tracks".
+    @Test func clearNamesTheTracksBeingWritten() throws {
+        let fixture = try Fixture(seed: 45, files: [("Album/a.mp3", 50_000), ("Album/b.mp3", 50_000)])
+        defer { fixture.cleanup() }
+        #expect(try fixture.env.run(["pull"]).status == 0)
+        let cache = try Cache.open(root: fixture.env.cacheDir)
+        let writer = try cache.openWriter(remote: "lib", path: "Album/b.mp3")
+        defer { writer.close() }
+        let clear = try fixture.env.run(["cache", "clear", "--yes"])
+        #expect(clear.status == 1, "stderr: \(clear.stderr)")
+        #expect(clear.stdout.contains("cleared 1 track") && clear.stderr.contains("lib:Album/b.mp3 is being written by another process"),
+                "stdout: \(clear.stdout) stderr: \(clear.stderr)")
     }
 
     /// #20.9: `cache path` of a track that is not complete says so on stderr (exit 1, nothing on stdout) and
