@@ -269,7 +269,7 @@ struct FileFetcher: Sendable {
                 if streams > 1, let generation = segmentGeneration(job) {
                     try await fetchSegments(job, within: bounds, generation: generation, streams: streams)
                 } else {
-                    try await pacer.run("GET \(job.file.path)") {
+                    try await pacer.run("GET \(job.file.path)", progress: { job.fetched }) {
                         // Chosen on every attempt: a retry after a cut connection resumes after the bytes that
                         // arrived, a retry after a restart starts from 0.
                         let generation = job.generation
@@ -320,7 +320,7 @@ struct FileFetcher: Sendable {
         do {
             while true {
                 try Task.checkCancellation()
-                let honoured = try await pacer.run("GET \(job.file.path)") { () -> Bool in
+                let honoured = try await pacer.run("GET \(job.file.path)", progress: { job.fetched }) { () -> Bool in
                     let generation = job.generation
                     guard let chunk = nextChunk(job, within: bounds) else { return false }
                     return try await fetchChunk(job, chunk, generation: generation, segment: true)
@@ -391,7 +391,7 @@ struct FileFetcher: Sendable {
             defer { job.release(claim, generation: generation) }
             try Task.checkCancellation()
             do {
-                try await pacer.run("GET \(job.file.path)") {
+                try await pacer.run("GET \(job.file.path)", progress: { job.fetched }) {
                     guard let rest = job.unfetched(of: claim, generation: generation) else { return }
                     try await fetchChunk(job, rest, generation: generation, segment: true)
                 }

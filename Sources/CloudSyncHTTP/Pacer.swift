@@ -60,8 +60,14 @@ public final class Pacer: Sendable {
     /// error (its advice saying it gave up: ``ProviderError/givenUp(after:)``), or any non-retryable one, or
     /// `CancellationError`, unchanged. A download that did not start because the
     /// remote was paused while it waited for a transfer slot (``TransferSlot/Deferred``) is asked again, not counted.
-    public func run<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
+    ///
+    /// `progress` (a download's bytes so far): an attempt that moved it past every earlier attempt starts the count
+    /// of retries again, so a connection that keeps breaking but brings bytes each time (a train's Wi-Fi, a proxy
+    /// cutting long responses) finishes the file instead of failing it after `retries` cuts.
+    public func run<T: Sendable>(_ what: String, progress: (@Sendable () -> Int64)? = nil,
+                                 _ operation: @Sendable () async throws -> T) async throws -> T {
         var attempt = 0
+        var furthest = progress?() ?? 0
         while true {
             try await waitWhilePaused()
             do {
@@ -69,7 +75,16 @@ public final class Pacer: Sendable {
             } catch is TransferSlot.Deferred {
                 // It waited for a transfer slot while the remote was paused: ask again after the pause.
                 continue
-            } catch let error as ProviderError where error.isRetryable && attempt < retries(for: error) {
+            } catch let error as ProviderError where error.isRetryable {
+                if let progress {
+                    let now = progress()
+                    if now > furthest {
+                        furthest = now
+                        attempt = 0
+                    }
+                }
+                // Spent: its advice must not promise a retry in the final report.
+                guard attempt < retries(for: error) else { throw error.givenUp(after: attempt) }
                 attempt += 1
                 let delay = error.retryAfter ?? backoff(attempt: attempt, ceiling: error.code == .unreachable ? policy.unreachableMaxDelay : policy.maxDelay)
                 logger.info("\(what): \(error.message); retry \(attempt)/\(retries(for: error)) in \(String(format: "%.1f", delay)) s")
@@ -78,9 +93,6 @@ public final class Pacer: Sendable {
                 } else {
                     try await sleep(delay)
                 }
-            } catch let error as ProviderError where error.isRetryable {
-                // Spent: its advice must not promise a retry in the final report.
-                throw error.givenUp(after: attempt)
             }
         }
     }

@@ -58,6 +58,23 @@ import Testing
         #expect(resumedFromMiddle, "no GET resumed where a cut answer stopped")
     }
 
+    /// A connection cut after every 40 KB, for good: each attempt brings bytes, so the retries start again after
+    /// each (`Pacer.run(progress:)`) and the file completes — 1 MB in ~25 answers with `--retries 3`. Before,
+    /// the fourth cut failed the file although every attempt had made progress. A file whose answers bring
+    /// nothing still fails after its retries.
+    @Test func cutsThatBringBytesDoNotUseUpTheRetries() throws {
+        let fixture = try Fixture(seed: 8, files: [("Album/long.mp3", 1_000_000), ("Album/stuck.mp3", 200_000)],
+                                  faults: #"[{"path": "long", "kind": "cut", "after": 40000, "count": -1}, {"path": "stuck", "kind": "cut", "after": 0, "count": -1}]"#)
+        defer { fixture.cleanup() }
+        let r = try fixture.env.run(["pull", "--retries", "3"])
+        #expect(r.status == 1, "stuck.mp3 fails: \(r.stderr)")
+        #expect(r.stderr.contains("1 failed"), "only stuck.mp3 fails: \(r.stderr)")
+        let long = try #require(fixture.library.files["Album/long.mp3"])
+        let got = try Data(contentsOf: fixture.env.tracks.appendingPathComponent("Album/long.mp3"))
+        #expect(got == long, "long.mp3 is whole and right")
+        #expect(try fixture.server.log().filter { $0.path.contains("long") }.count >= 20)
+    }
+
     /// A server that ignores Range answers 200 with the whole body: bytes land at their offsets, never appended.
     @Test func serverIgnoringRange() throws {
         let fixture = try Fixture(seed: 4, files: Self.files,
