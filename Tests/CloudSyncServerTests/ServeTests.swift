@@ -151,29 +151,34 @@ import TestSupport
         #expect(!f.logLines.withLock { $0.contains { $0.contains("being written by another process") } })
     }
 
-    /// A fetch session retires once it has fetched its window; the player's request, still waiting, then looks
-    /// at its view of the index — re-read every `indexPollInterval` (10 minutes here, so it stays the stale one
-    /// from before the fetch) — finds the bytes missing and opens another session, which finds nothing to
-    /// fetch. That session must let the entry's writer lock go at once. Before, nothing retired it while the
-    /// player kept its connection open, and a second `serve` on the same cache answered nothing for that track:
-    /// its reader waited for checkpoints that never came (the soak's 30 s hangs; with the default 50 ms a race).
+    /// A fetch session retires once it has fetched its window. When the player's stream next needs those bytes —
+    /// still waiting in that request, or asking again on the same connection — its view of the index may be
+    /// older than the session (re-read every `indexPollInterval`; 10 minutes here, so it stays stale): it finds
+    /// them missing and opens another session, which finds nothing to fetch. That session must let the entry's
+    /// writer lock go at once. Before, nothing retired it while the player kept its connection open, and a
+    /// second `serve` on the same cache answered nothing for that track: its reader waited for checkpoints that
+    /// never came (the soak's 30 s hangs; with the default 50 ms a race).
     @Test func aSessionWithNothingToFetchLetsTheEntryGo() async throws {
         let data = sourceBytes(1 << 20, seed: 21)
         let f = try Fixture(files: ["again.mp3": data],
                             onDemandOptions: OnDemandOptions(chunkSize: 64 << 10, blockSize: 64 << 10, readAhead: 64 << 10,
                                                              indexPollInterval: .seconds(600)))
-        let client = try RawClient(port: f.server.port)
-        let response = try await offPool { try client.get("/tracks/music/again.mp3", headers: ["Range: bytes=0-1023"]) }
-        #expect(response.status == 206 && response.body == data.prefix(1024))
-        let sessions = f.logLines.withLock { $0.filter { $0.contains("on demand") }.count }
-        #expect(sessions == 2, "no session found its bytes already there: nothing was tested")
-        // The player's connection is still open, and another writer (another serve, a pull) can take the entry.
         let free = { () -> Bool in
             guard let writer = try? f.cache.openWriter(remote: "music", path: "again.mp3", wait: false) else { return false }
             writer.close()
             return true
         }
+        let client = try RawClient(port: f.server.port)
+        let first = try await offPool { try client.get("/tracks/music/again.mp3", headers: ["Range: bytes=0-1023"]) }
+        #expect(first.status == 206 && first.body == data.prefix(1024))
+        // The session that fetched the bytes has retired (another writer can take the entry), and the connection
+        // stays open.
         #expect(await eventually(10, free))
+        let second = try await offPool { try client.get("/tracks/music/again.mp3", headers: ["Range: bytes=0-1023"]) }
+        #expect(second.status == 206 && second.body == data.prefix(1024))
+        let sessions = f.logLines.withLock { $0.filter { $0.contains("on demand") }.count }
+        #expect(sessions == 2, "no session found its bytes already there: nothing was tested")
+        #expect(free(), "the session with nothing to fetch still holds the entry")
         #expect(f.origin.gets("again.mp3") == 1)
         withExtendedLifetime(client) {}
     }
