@@ -124,6 +124,14 @@ public final class DropboxProvider: TokenDownloadProvider {
             current = result.cursor
             if !result.has_more { break }
         }
+        if feed.rootGone {
+            // The root folder (or an ancestor) was deleted or renamed: not "every track deleted". A full listing
+            // tells: the root is back (recreated: what it holds now), or it is gone and the pull fails naming
+            // `root`, the cache kept. Before, the cache was emptied and every later pull listed 0 tracks, exit 0.
+            logger.info("dropbox \(remoteName): the change feed deletes the root folder itself; listing it again")
+            try await listFull(root: root, yield: yield)
+            return
+        }
         if !feed.deletions.isEmpty { yield(ListingPage(kind: .changes, deletions: feed.deletions)) }
         yield(ListingPage(kind: .changes, upserts: feed.orderedUpserts,
                           cursor: try DropboxCursor(root: root.lower, cursor: current).sealed()))
@@ -132,6 +140,8 @@ public final class DropboxProvider: TokenDownloadProvider {
     /// The net effect of a change feed, entries applied in order.
     struct ChangeFeed {
         var deletions: [RemoteDeletion] = []
+        /// The feed deleted the root or an ancestor of it (moved or renamed appears as that too).
+        var rootGone = false
         /// By `path_lower`.
         var upserts: [String: RemoteFile] = [:]
         var order: [String] = []
@@ -170,6 +180,7 @@ public final class DropboxProvider: TokenDownloadProvider {
             guard let lower = meta.path_lower else { return }
             if lower == root.lower || root.lower.hasPrefix(lower + "/") {
                 feed.delete(.path(""), key: "")
+                feed.rootGone = true
             } else if let relative = root.relative(lower: lower, display: meta.path_display) {
                 feed.delete(.path(relative.display), key: lower)
             }

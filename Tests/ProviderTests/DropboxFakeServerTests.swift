@@ -178,6 +178,26 @@ struct DropboxFakeServerTests {
         }
     }
 
+    @Test("the root renamed in the change feed is not every track deleted: a full listing says the root is gone, or lists it recreated")
+    func rootRenamedInTheFeed() async throws {
+        try await withDropboxFake(library) { fake in
+            let provider = fake.provider()
+            let cursor = try #require(try await listingPages(provider).last?.cursor)
+            try await fake.control(["op": "move", "from": "/Music", "to": "/Music2"])
+            do {
+                let pages = try await listingPages(provider, cursor: cursor)
+                Issue.record("a renamed root listed \(pages.flatMap(\.deletions)) instead of failing")
+            } catch let error as ProviderError {
+                #expect(error.code == .notFound && error.message.contains("the root folder '/Music'"), "\(error)")
+            }
+            // Recreated under its name: what it holds now, as a full listing (deletions are reconciled from it).
+            try await fake.control(["op": "add", "path": "/Music/Fresh/new.mp3", "size": 40])
+            let pages = try await listingPages(provider, cursor: cursor)
+            #expect(pages.allSatisfy { $0.kind == .full })
+            #expect(Set(pages.flatMap(\.upserts).map(\.path)) == ["Fresh/new.mp3"])
+        }
+    }
+
     @Test("a cursor made for another root is not used: full listing of the new root")
     func rootChanged() async throws {
         try await withDropboxFake(library) { fake in
