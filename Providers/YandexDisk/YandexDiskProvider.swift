@@ -48,8 +48,8 @@ public final class YandexDiskProvider: TokenDownloadProvider {
     /// a nil cursor; `cursor` is ignored. The listing is complete when the stream ends without error.
     ///
     /// Paging: folder pages continue until `offset >= _embedded.total` whatever their length (pages may be
-    /// short); the flat list has no `total` in the documents, so it ends at an empty page or one shorter than the
-    /// limit (the smaller of ours and the answer's `limit`), or at `offset >= total` when a total is present.
+    /// short); the flat list has no `total` in the documents, so it ends at an empty page (a short one may be a
+    /// server's cap), or at `offset >= total` when a total is present.
     ///
     /// Errors (`ProviderError`): the root missing → `.notFound` naming it; the root being a file → `.configuration`;
     /// a refused token → `.unauthorized` after one refresh; 429/503/5xx are retried by the pacer and surface as
@@ -85,13 +85,11 @@ public final class YandexDiskProvider: TokenDownloadProvider {
                 yielded = true
             }
             offset += items.count
-            let limit = min(options.pageSize, list.limit.flatMap { $0 > 0 ? $0 : nil } ?? options.pageSize)
+            // Without a total, only an empty page ends the list: a short page may be a server capping its pages
+            // below the limit asked (the documents give no maximum) while its answer repeats that limit, and
+            // taking it for the end lost every track after it, silently. One request more per listing.
             if items.isEmpty { break }
-            if let total = list.total {
-                if offset >= total { break }
-            } else if items.count < limit {
-                break
-            }
+            if let total = list.total, offset >= total { break }
         }
         logger.debug("yandex \(remoteName): flat audio list read in \(pages) request(s), \(offset) item(s)")
         return yielded
