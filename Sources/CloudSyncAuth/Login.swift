@@ -156,15 +156,32 @@ public struct Login: Sendable {
                 throw AuthError(error.code == .transient || error.code == .unreachable ? .network : .invalidGrant,
                                 "the imported access token has expired and refreshing it failed: \(error.message)", cause: error)
             }
+            let imported = tokens
             tokens = await refresher.current
+            if tokens.refreshToken != imported.refreshToken {
+                // Rotated (OneDrive, Google may): the imported refresh token is spent now, so the new one is kept
+                // whatever the check below says — dropping it would leave no way back but a new authorization.
+                return try await finish(tokens, method: "imported", storingFirst: true)
+            }
         }
         return try await finish(tokens, method: "imported")
     }
 
-    private func finish(_ tokens: TokenSet, method: String) async throws -> LoginOutcome {
-        let account = try await TokenCheck(remote: remote, transport: transport, logger: logger).prove(tokens)
+    /// Proves `tokens` with one API call and stores them. `storingFirst`: tokens that must not be lost (a refresh
+    /// token rotated by this run) are stored before the check, and a failed check says they were kept.
+    private func finish(_ tokens: TokenSet, method: String, storingFirst: Bool = false) async throws -> LoginOutcome {
         let stored = StoredCredentials(provider: remote.provider.kind.rawValue, tokens: tokens)
-        try store.save(stored, for: remote.name)
+        if storingFirst { try store.save(stored, for: remote.name) }
+        let account: String?
+        do {
+            account = try await TokenCheck(remote: remote, transport: transport, logger: logger).prove(tokens)
+        } catch let error as AuthError where storingFirst {
+            var kept = error
+            kept.message = kept.message.replacingOccurrences(of: "; nothing was stored", with: "")
+                + " (the refreshed tokens were stored all the same: the provider replaced the imported refresh token, which no longer works)"
+            throw kept
+        }
+        if !storingFirst { try store.save(stored, for: remote.name) }
         logger.info("remote '\(remote.name)': tokens stored in \(store.fileURL(for: remote.name).path)")
         return LoginOutcome(storedAt: store.fileURL(for: remote.name), expiresAt: tokens.expiresAt,
                             hasRefreshToken: tokens.refreshToken != nil, account: account, method: method)

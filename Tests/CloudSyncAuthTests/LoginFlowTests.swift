@@ -230,6 +230,24 @@ struct LoginFlowTests {
         #expect(stored.refreshToken != "rt-from-rclone")
     }
 
+    @Test("--token-json: a refresh token rotated by the import is kept even when the check cannot reach the API")
+    func importRotatedKeptWhenTheCheckFails() async throws {
+        let fake = try OAuthFake(["--seed-refresh-token", "rt-seed", "--rotate"])
+        let dir = try TemporaryDirectory()
+        var unreachable = remote("onedrive", fake)
+        unreachable.apiURL = URL(string: "http://127.0.0.1:9")!
+        let json = #"{"access_token":"at-stale","refresh_token":"rt-seed","expiry":"2020-01-01T00:00:00Z"}"#
+        let error = await #expect(throws: AuthError.self) {
+            try await login(unreachable, dir, LogCapture()).importTokens(json)
+        }
+        #expect(error?.message.contains("the refreshed tokens were stored all the same") == true, "\(error?.message ?? "")")
+        // rt-seed is spent at the provider; the rotated one was kept and works.
+        let stored = try #require(try TokenStore(stateDirectory: dir.url).load("music"))
+        #expect(stored.refreshToken != "rt-seed")
+        let state = try await fake.state()
+        #expect((state["valid_refresh"] as? [String])?.contains(stored.refreshToken ?? "") == true)
+    }
+
     @Test("--token-json: a token the provider refuses is not stored")
     func importRefused() async throws {
         let fake = try OAuthFake()
