@@ -48,7 +48,7 @@ public struct LoginOutcome: Sendable {
     public var hasRefreshToken: Bool
     /// Who the provider says the account is (display name, e-mail or login), when it said.
     public var account: String?
-    /// How the credentials were obtained, e.g. "device code", "pasted code", "imported", "password".
+    /// How the credentials were obtained, e.g. "device code", "pasted code", "imported tokens", "password".
     public var method: String
 }
 
@@ -161,10 +161,10 @@ public struct Login: Sendable {
             if tokens.refreshToken != imported.refreshToken {
                 // Rotated (OneDrive, Google may): the imported refresh token is spent now, so the new one is kept
                 // whatever the check below says — dropping it would leave no way back but a new authorization.
-                return try await finish(tokens, method: "imported", storingFirst: true)
+                return try await finish(tokens, method: "imported tokens", storingFirst: true)
             }
         }
-        return try await finish(tokens, method: "imported")
+        return try await finish(tokens, method: "imported tokens")
     }
 
     /// Proves `tokens` with one API call and stores them. `storingFirst`: tokens that must not be lost (a refresh

@@ -80,11 +80,14 @@ struct LogoutCommand {
             throw UsageError(message: "cloudsync logout: missing NAME", hint: "Run 'cloudsync logout --help' for usage.")
         }
         let store = TokenStore(stateDirectory: StateLocation.resolve(environment: context.environment))
-        let lock = try await store.lock(name)
-        defer { lock.unlock() }
-        if try store.delete(name) {
-            context.console.out("Removed the stored tokens of remote '\(name)' (\(store.fileURL(for: name).path)).\n")
-            return .ok
+        // The refresh lock only where there are tokens to remove: a typo leaves no `tokens/NAME.lock` behind.
+        if FileManager.default.fileExists(atPath: store.fileURL(for: name).path) {
+            let lock = try await store.lock(name)
+            defer { lock.unlock() }
+            if try store.delete(name) {
+                context.console.out("Removed the stored tokens of remote '\(name)' (\(store.fileURL(for: name).path)).\n")
+                return .ok
+            }
         }
         // Tokens of a remote since removed from the config are still deleted above; a name that is neither
         // stored nor configured is a typo.

@@ -223,7 +223,7 @@ struct LoginFlowTests {
             <---End paste
             """
         let outcome = try await login(remote("onedrive", fake), dir, LogCapture()).importTokens(text)
-        #expect(outcome.method == "imported")
+        #expect(outcome.method == "imported tokens")
         let stored = try #require(try TokenStore(stateDirectory: dir.url).load("music"))
         let state = try await fake.state()
         #expect((state["valid_refresh"] as? [String])?.contains(stored.refreshToken ?? "") == true)

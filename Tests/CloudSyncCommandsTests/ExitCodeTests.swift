@@ -54,6 +54,8 @@ import TestSupport
         #expect(r.status == 2, "stderr: \(r.stderr)")
         #expect(r.stderr.hasPrefix("cloudsync: error: ") && r.stderr.contains(message) && (hint.isEmpty || r.stderr.contains(hint)), "stderr: \(r.stderr)")
         #expect(!r.stderr.contains("cloudsync: error: cloudsync:"), "the program's name once: \(r.stderr)")
+        let left = (FileManager.default.subpaths(atPath: dir.path) ?? []).filter { $0.hasSuffix("nope.lock") }
+        #expect(left.isEmpty, "a mistyped name leaves no lock file: \(left)")
     }
 
     /// Output that cannot be written — a full disk under `> library.m3u` from cron, here `/dev/full` — is an
