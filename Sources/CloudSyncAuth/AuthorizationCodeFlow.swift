@@ -87,7 +87,7 @@ public struct AuthorizationCodeFlow: Sendable {
             code = try await withThrowingTaskGroup(of: String.self) { group in
                 group.addTask {
                     while true {
-                        let target = try await listener.waitForRequest()
+                        let target = try await listener.waitForRequest(state: state)
                         guard target.contains("code=") || target.contains("error=") else { continue }
                         return try Self.code(fromPasted: uri + target.drop { $0 == "/" }, state: state)
                     }

@@ -48,8 +48,10 @@ final class LoopbackListener: Sendable {
     }
 
     /// Waits for the next request and returns its target (`/?code=…&state=…`). Polls so that task
-    /// cancellation ends the wait within a fifth of a second.
-    func waitForRequest() async throws -> String {
+    /// cancellation ends the wait within a fifth of a second. With `state`, a request carrying another state (not
+    /// this login's redirect: another attempt, or any local process) is answered 400 and the wait goes on, so it
+    /// cannot end the login.
+    func waitForRequest(state: String? = nil) async throws -> String {
         while true {
             try Task.checkCancellation()
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -75,6 +77,11 @@ final class LoopbackListener: Sendable {
             let parts = line.split(separator: " ")
             guard parts.count >= 2, parts[0] == "GET" else { respond(client, status: "400 Bad Request", text: "Bad request"); continue }
             let target = String(parts[1])
+            if let state, target.contains("code=") || target.contains("error="),
+               URLComponents(string: "http://127.0.0.1" + target)?.queryItems?.first(where: { $0.name == "state" })?.value != state {
+                respond(client, status: "400 Bad Request", text: "This address belongs to another login attempt; cloudsync is still waiting for its own.")
+                continue
+            }
             if target.contains("code=") {
                 respond(client, status: "200 OK", text: "cloudsync received the authorization. You can close this tab.")
             } else if target.contains("error=") {

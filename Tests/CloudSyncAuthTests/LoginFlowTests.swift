@@ -112,6 +112,26 @@ struct LoginFlowTests {
         #expect(outcome.storedAt != nil)
     }
 
+    @Test("Google: a request to the loopback listener with another state is refused and the login goes on")
+    func loopbackIgnoresAForeignState() async throws {
+        let fake = try OAuthFake()
+        let dir = try TemporaryDirectory()
+        let ui = ScriptedInteraction { shown, _ in
+            let link = try #require(firstURL(in: shown, containing: "/authorize"))
+            let redirect = try #require(URLComponents(url: link, resolvingAgainstBaseURL: false)?.queryItems?
+                .first { $0.name == "redirect_uri" }?.value)
+            // Any local process: a forged redirect with another state is answered 400 and ends nothing.
+            let forged = try await sharedTransport().send(HTTPRequest(url: URL(string: redirect + "?code=forged&state=other")!))
+            #expect(forged.status == 400)
+            let page = try await sharedTransport().send(HTTPRequest(url: link))
+            #expect(page.status == 200)
+            try await Task.sleep(nanoseconds: 30_000_000_000)
+            return nil
+        }
+        let outcome = try await login(remote("gdrive", fake), dir, LogCapture()).run(interaction: ui)
+        #expect(outcome.storedAt != nil)
+    }
+
     @Test("a network's login page answering in the token endpoint's place is named as such; nothing stored")
     func loginPageInsteadOfTokens() async throws {
         let fake = try OAuthFake(["--token-portal", "--interval", "0"])
