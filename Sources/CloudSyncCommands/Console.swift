@@ -65,6 +65,10 @@ final class Console: Sendable {
         logFile?.append(text)
     }
 
+    /// For the person at the terminal only: on stderr, never in `--log-file` (a login's device code and
+    /// authorization URL are for now, not for a record).
+    func toPerson(_ text: String) { write(STDERR_FILENO, text, aroundFrame: true) }
+
     /// An informational line: on stderr unless `quiet` (-q: errors only), and in the log file always, so
     /// `cloudsync -q pull --log-file F` from cron keeps a record while the mail stays empty.
     func note(_ text: String, quiet: Bool) {

@@ -104,10 +104,10 @@ struct LogoutCommand {
 struct TerminalInteraction: LoginInteraction {
     let console: Console
 
-    func show(_ text: String) { console.err(text + "\n") }
+    func show(_ text: String) { console.toPerson(text + "\n") }
 
     func readLine(prompt: String) async throws -> String? {
-        if console.stdinIsTTY { console.err(prompt) }
+        if console.stdinIsTTY { console.toPerson(prompt) }
         return try await Self.readStdinLine()
     }
 

@@ -100,8 +100,14 @@ import TestSupport
             api_url = "http://127.0.0.1:1"
 
             """.write(to: file, atomically: true, encoding: .utf8)
-        let r = try CLI.run(["login", "box", "--config", file.path], environment: ["XDG_STATE_HOME": dir.path], stdin: "the-code\n")
+        let log = dir.appendingPathComponent("run.log")
+        let r = try CLI.run(["login", "box", "--config", file.path, "--log-file", log.path], environment: ["XDG_STATE_HOME": dir.path],
+                            stdin: "the-code\n")
         #expect(r.status == 5, "stderr: \(r.stderr)")
+        // What the login shows the person (the URL to open) is on the terminal, not in the log file's record.
+        let record = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(r.stderr.contains("/oauth2/authorize") && !record.contains("/oauth2/authorize") && record.contains("error"),
+                "log file: \(record)")
     }
 
     /// `serve --bind '[::1]'` prints a URL a player can use (#19.13).
