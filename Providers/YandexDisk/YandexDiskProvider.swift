@@ -70,6 +70,7 @@ public final class YandexDiskProvider: TokenDownloadProvider {
         var offset = 0
         var yielded = false
         var pages = 0
+        var previous: (first: String?, last: String?)?
         while true {
             try Task.checkCancellation()
             let url = try apiURL("/v1/disk/resources/files", [
@@ -79,6 +80,16 @@ public final class YandexDiskProvider: TokenDownloadProvider {
             let list: YandexAPI.FilesResourceList = try await getJSON(url, what: "the flat list of audio files")
             pages += 1
             let items = list.items ?? []
+            // Paging on to an empty page needs a server that pages: one answering another offset, or the same page
+            // again, would be read forever.
+            let page = (first: items.first?.path, last: items.last?.path)
+            if let answered = list.offset, answered != offset {
+                throw ProviderError(.invalidResponse, "yandex \(remoteName): the flat list answered offset \(answered) to a request for offset \(offset); it cannot be paged (set flatListing = false to walk the folders)")
+            }
+            if !items.isEmpty, let previous, previous == page {
+                throw ProviderError(.invalidResponse, "yandex \(remoteName): the flat list answered the same page for offset \(offset) as for the one before; it cannot be paged (set flatListing = false to walk the folders)")
+            }
+            previous = page
             let files = items.compactMap { flatFile($0) }
             if !files.isEmpty {
                 yield(ListingPage(kind: .full, upserts: files))

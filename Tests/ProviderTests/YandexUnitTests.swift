@@ -11,7 +11,8 @@ final class YandexCannedTransport: Transport {
     private let answers: [String: (Int, Data)]
     private let requests = Mutex<[HTTPRequest]>([])
 
-    /// `answers`: "API path" or "API path?disk path" → (status, body). Anything else is 404 DiskNotFoundError.
+    /// `answers`: "API path" or "API path?disk path", optionally with "@offset" → (status, body). Anything else is 404
+    /// DiskNotFoundError.
     init(_ answers: [String: (Int, Data)]) { self.answers = answers }
 
     var sent: [HTTPRequest] { requests.withLock { $0 } }
@@ -20,8 +21,9 @@ final class YandexCannedTransport: Transport {
         requests.withLock { $0.append(request) }
         let comps = URLComponents(url: request.url, resolvingAgainstBaseURL: false)
         let diskPath = comps?.queryItems?.first { $0.name == "path" }?.value
+        let offset = comps?.queryItems?.first { $0.name == "offset" }?.value
         let key = request.url.path + (diskPath.map { "?" + $0 } ?? "")
-        let (status, body) = answers[key] ?? answers[request.url.path]
+        let (status, body) = answers[key + (offset.map { "@" + $0 } ?? "")] ?? answers[key] ?? answers[request.url.path]
             ?? (404, Data(#"{"message":"x","description":"Resource not found.","error":"DiskNotFoundError"}"#.utf8))
         let head = HTTPResponseHead(status: status, headers: ["Content-Type": "application/json"], url: request.url)
         guard sink.accepts(head) else { return HTTPResponse(head: head, body: body) }
@@ -149,11 +151,26 @@ struct YandexUnitTests {
 
     @Test("a documented flat answer: paths from the disk root, files without size or outside disk:/ skipped")
     func filesFixture() async throws {
-        let transport = YandexCannedTransport(["/v1/disk/resources/files": (200, try YandexTestPaths.fixture("files.json"))])
+        let transport = YandexCannedTransport(["/v1/disk/resources/files": (200, try YandexTestPaths.fixture("files.json")),
+                                               "/v1/disk/resources/files@4": (200, Data(#"{"items":[],"limit":20,"offset":4}"#.utf8))])
         let files = try await yandexListing(cannedProvider(transport))
         #expect(Set(files.keys) == ["Music/a.mp3", "b.mp3"])
         #expect(files["b.mp3"]?.hashes.isEmpty == true)
-        #expect(transport.sent.count == 1, "4 items < limit 20 and no total: the list is complete")
+        #expect(transport.sent.count == 2, "4 items < limit 20 and no total: an empty page says the list is complete")
+    }
+
+    @Test("a flat list that does not page (the same answer for every offset) is an error, not an endless listing")
+    func flatListThatDoesNotPage() async throws {
+        let transport = YandexCannedTransport(["/v1/disk/resources/files": (200, try YandexTestPaths.fixture("files.json"))])
+        let error = await #expect(throws: ProviderError.self) { try await yandexListing(cannedProvider(transport)) }
+        #expect(error?.code == .invalidResponse && error?.message.contains("cannot be paged") == true, "\(error?.message ?? "")")
+        #expect(transport.sent.count == 2)
+        // Without an offset in its answers, the repeated page gives it away.
+        let bare = Data(#"{"items":[{"name":"a.mp3","path":"disk:/a.mp3","type":"file","media_type":"audio","size":3}],"limit":20}"#.utf8)
+        let noOffset = YandexCannedTransport(["/v1/disk/resources/files": (200, bare)])
+        let again = await #expect(throws: ProviderError.self) { try await yandexListing(cannedProvider(noOffset)) }
+        #expect(again?.message.contains("the same page") == true, "\(again?.message ?? "")")
+        #expect(noOffset.sent.count == 2)
     }
 
     @Test("a documented Link: href kept byte for byte, OAuth header, auth across hosts, no expiry")
