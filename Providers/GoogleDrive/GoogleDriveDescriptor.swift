@@ -15,8 +15,10 @@ public enum GoogleDriveDescriptor {
             // Google's device flow cannot grant a Drive scope that reads an existing library: no device_url.
             scopes: ["https://www.googleapis.com/auth/drive.readonly"],
             appConsole: "Google Cloud (https://console.cloud.google.com/apis/credentials, type \"Desktop app\")",
+            // Named for both ways it ends: the loopback redirect, or the address pasted on a headless box.
             flow: .authorizationCode(AuthorizationCodeLogin(redirect: .loopback,
-                                                            extraParameters: [("access_type", "offline"), ("prompt", "consent")]))),
+                                                            extraParameters: [("access_type", "offline"), ("prompt", "consent")],
+                                                            method: "browser authorization"))),
         apiURL: GoogleDriveOptions.defaultAPIURL,
         accountCheck: .json(method: "GET", path: "/drive/v3/about?fields=user",
                             accountPaths: [["user", "emailAddress"], ["user", "displayName"]]),

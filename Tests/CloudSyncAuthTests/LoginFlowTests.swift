@@ -110,6 +110,7 @@ struct LoginFlowTests {
         }
         let outcome = try await login(remote("gdrive", fake), dir, LogCapture()).run(interaction: ui)
         #expect(outcome.storedAt != nil)
+        #expect(outcome.method == "browser authorization", "nothing was pasted")
     }
 
     @Test("Google: a request to the loopback listener with another state is refused and the login goes on")
