@@ -158,11 +158,7 @@ public final class DropboxProvider: TokenDownloadProvider {
 
         /// Forgets earlier upserts at `key` or under it, and reports the deletion.
         mutating func delete(_ deletion: RemoteDeletion, key: String) {
-            if key.isEmpty {
-                upserts.removeAll()
-            } else {
-                for k in upserts.keys where k == key || k.hasPrefix(key + "/") { upserts[k] = nil }
-            }
+            for k in upserts.keys where k == key || k.hasPrefix(key + "/") { upserts[k] = nil }
             deletions.append(deletion)
         }
     }
@@ -179,7 +175,6 @@ public final class DropboxProvider: TokenDownloadProvider {
         case .deleted(let meta):
             guard let lower = meta.path_lower else { return }
             if lower == root.lower || root.lower.hasPrefix(lower + "/") {
-                feed.delete(.path(""), key: "")
                 feed.rootGone = true
             } else if let relative = root.relative(lower: lower, display: meta.path_display) {
                 feed.delete(.path(relative.display), key: lower)
